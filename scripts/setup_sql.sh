@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# Set-up for the sql component (filled in by that component).
+set -euo pipefail
