@@ -1,0 +1,1 @@
+"""The ``stateflow`` command line. One module per command group; ``main`` wires them."""

@@ -1,0 +1,68 @@
+"""Entry point of the ``stateflow`` command.
+
+Each command group lives in its own module and is registered below. Errors raised on purpose
+(``StateFlowError`` and friends) print one clear line; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from stateflow.errors import StateFlowError
+
+app = typer.Typer(
+    name="stateflow",
+    help="StateFlow: LLM agents as state machines on AutoGen, evaluated on InterCode.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+# Command groups (each module defines a Typer app or commands on a given app).
+# Registration lines are appended here as groups land; keep one line per group.
+
+
+def _register() -> None:
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the process exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    if debug:
+        args.remove("--debug")
+    _register()
+    err_console = Console(stderr=True)
+    try:
+        app(args=args, standalone_mode=False)
+    except (StateFlowError, FileNotFoundError, ValueError) as err:
+        if debug:
+            raise
+        err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+        return 1
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/]")
+        return 130
+    except SystemExit as exc:  # typer/click exits (usage errors, --help)
+        return int(exc.code or 0)
+    except Exception as err:  # click usage errors surface as ClickException subclasses
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            return err.exit_code
+        if isinstance(err, click.exceptions.Exit):
+            return err.exit_code
+        if debug:
+            raise
+        err_console.print(f"[bold red]unexpected error:[/] {type(err).__name__}: {err} (rerun with --debug)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""Named model profiles and their assignment to states.
+
+A *profile* says how to reach one LLM (OpenAI-compatible endpoint or the embedded local model)
+and how to sample from it. An *assignment* maps state names to profile names, with ``default``
+(or ``*``) for every state not named. Profiles come from Python, from a TOML file and from the
+CLI (``--model default=gpt-4o-mini --model Solve=local``); all three end up here.
+
+TOML format::
+
+    [profiles.my-vllm]
+    model = "Qwen/Qwen2.5-Coder-7B-Instruct"
+    provider = "vllm"
+    base_url = "http://127.0.0.1:8000/v1"
+    api_key_env = "VLLM_API_KEY"
+    temperature = 0.0
+    max_tokens = 512
+    price_per_1k = [0.0, 0.0]
+
+    [models]
+    default = "my-vllm"
+    Solve = "gpt-4o-mini"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from stateflow.errors import ConfigError
+
+__all__ = [
+    "BUILTIN_PROFILES",
+    "DEFAULT_KEY",
+    "ModelAssignment",
+    "ModelProfile",
+    "Provider",
+    "load_config",
+    "parse_model_options",
+]
+
+Provider = Literal["openai", "vllm", "ollama", "llamacpp", "local", "scripted", "replay"]
+_PROVIDERS: tuple[str, ...] = ("openai", "vllm", "ollama", "llamacpp", "local", "scripted", "replay")
+
+DEFAULT_KEY = "default"
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """How to reach and sample one model.
+
+    Attributes:
+        name: the profile's name, used in assignments (``local``, ``gpt-4o-mini``...).
+        model: the model name sent in requests (for ``local`` profiles: the server's alias).
+        provider: ``openai`` (any OpenAI-compatible server), ``vllm``, ``ollama``, ``llamacpp``
+            (an external llama.cpp server), ``local`` (the embedded, managed llama.cpp server),
+            or the explicit test doubles ``scripted`` and ``replay``.
+        base_url: endpoint root including ``/v1``; ``None`` means OpenAI's, or for ``local``
+            the managed server's (resolved when a run starts).
+        api_key_env: environment variable that holds the API key (never the key itself).
+        temperature, max_tokens, stop: sampling settings sent with every request.
+        price_per_1k: dollars per 1,000 (prompt, completion) tokens; used for cost accounting.
+        extra_body: further request fields sent verbatim (e.g. ``{"top_k": 20}``).
+        timeout: seconds to wait for one response.
+        local_model: for ``provider="local"``: which embedded model (``local``/``local-small``).
+    """
+
+    name: str
+    model: str
+    provider: Provider = "openai"
+    base_url: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_tokens: int | None = 512
+    stop: tuple[str, ...] = ()
+    price_per_1k: tuple[float, float] = (0.0, 0.0)
+    extra_body: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    timeout: float = 120.0
+    local_model: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.provider not in _PROVIDERS:
+            raise ConfigError(
+                f"profile {self.name!r}: unknown provider {self.provider!r}; "
+                f"valid providers: {', '.join(_PROVIDERS)}"
+            )
+        if self.provider == "local" and not self.local_model:
+            raise ConfigError(f"profile {self.name!r}: provider 'local' needs local_model")
+
+    def api_key(self) -> str:
+        """The API key read from ``api_key_env`` (a placeholder for servers that need none)."""
+        if self.api_key_env and os.environ.get(self.api_key_env):
+            return os.environ[self.api_key_env]
+        if self.provider == "openai" and self.base_url is None:
+            raise ConfigError(
+                f"profile {self.name!r} talks to OpenAI but ${self.api_key_env or 'OPENAI_API_KEY'} "
+                "is not set; export it or pick another profile (e.g. --model default=local)"
+            )
+        return "not-needed"
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Dollar cost of one call under this profile's prices."""
+        p, c = self.price_per_1k
+        return (prompt_tokens * p + completion_tokens * c) / 1000.0
+
+    def with_overrides(self, **changes: Any) -> ModelProfile:
+        """A copy with some fields replaced (unknown field names are an error)."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ConfigError(f"profile {self.name!r}: unknown field(s) {unknown}; valid: {sorted(known)}")
+        return dataclasses.replace(self, **changes)
+
+
+def _builtin() -> dict[str, ModelProfile]:
+    # Prices in $ per 1k tokens (prompt, completion), as published by OpenAI.
+    openai = [
+        ("gpt-4o-mini", (0.00015, 0.0006)),
+        ("gpt-4o", (0.0025, 0.01)),
+        ("gpt-4.1-mini", (0.0004, 0.0016)),
+        ("gpt-3.5-turbo", (0.0005, 0.0015)),
+        ("gpt-4", (0.03, 0.06)),
+    ]
+    profiles = {n: ModelProfile(name=n, model=n, price_per_1k=p) for n, p in openai}
+    profiles["local"] = ModelProfile(
+        name="local", model="qwen2.5-coder-1.5b-instruct", provider="local", local_model="local",
+        api_key_env=None, max_tokens=384,
+    )
+    profiles["local-small"] = ModelProfile(
+        name="local-small", model="qwen2.5-coder-0.5b-instruct", provider="local", local_model="local-small",
+        api_key_env=None, max_tokens=384,
+    )
+    return profiles
+
+
+BUILTIN_PROFILES: Mapping[str, ModelProfile] = MappingProxyType(_builtin())
+
+
+@dataclass(frozen=True)
+class ModelAssignment:
+    """Which profile serves which state.
+
+    ``by_state`` maps a state name (or ``default``) to a profile name; ``profiles`` holds every
+    known profile (built-ins plus user-defined ones).
+    """
+
+    by_state: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({DEFAULT_KEY: "local"}))
+    profiles: Mapping[str, ModelProfile] = BUILTIN_PROFILES
+
+    @classmethod
+    def of(
+        cls,
+        spec: str | Mapping[str, str | ModelProfile] | ModelAssignment | None = None,
+        profiles: Iterable[ModelProfile] = (),
+    ) -> ModelAssignment:
+        """Build an assignment from a profile name, a ``{state: profile}`` mapping or profiles.
+
+        ``"*"`` is accepted as a synonym of ``default``. Profile objects given as values are
+        registered under their own name.
+        """
+        if isinstance(spec, ModelAssignment):
+            return spec
+        known = dict(BUILTIN_PROFILES)
+        for p in profiles:
+            known[p.name] = p
+        by_state: dict[str, str] = {}
+        if spec is None:
+            by_state[DEFAULT_KEY] = "local"
+        elif isinstance(spec, str):
+            by_state[DEFAULT_KEY] = spec
+        else:
+            for state, value in spec.items():
+                key = DEFAULT_KEY if state == "*" else state
+                if isinstance(value, ModelProfile):
+                    known[value.name] = value
+                    value = value.name
+                by_state[key] = value
+        for state, name in by_state.items():
+            if name not in known:
+                raise ConfigError(
+                    f"model for {state!r}: unknown profile {name!r}; known profiles: {', '.join(sorted(known))}"
+                )
+        return cls(by_state=MappingProxyType(by_state), profiles=MappingProxyType(known))
+
+    def profile_for(self, state: str, explicit: str | None = None) -> ModelProfile:
+        """The profile serving ``state``: an explicit per-state name wins, then the assignment."""
+        name = explicit or self.by_state.get(state) or self.by_state.get(DEFAULT_KEY)
+        if name is None:
+            raise ConfigError(f"no model assigned to state {state!r} and no default; use --model default=NAME")
+        try:
+            return self.profiles[name]
+        except KeyError:
+            raise ConfigError(
+                f"state {state!r} uses unknown profile {name!r}; known: {', '.join(sorted(self.profiles))}"
+            ) from None
+
+    def merged(self, other: Mapping[str, str]) -> ModelAssignment:
+        """A new assignment where ``other``'s entries override this one's."""
+        by_state = dict(self.by_state)
+        by_state.update({DEFAULT_KEY if k == "*" else k: v for k, v in other.items()})
+        return ModelAssignment.of(by_state, profiles=self.profiles.values())
+
+
+def parse_model_options(options: Iterable[str]) -> dict[str, str]:
+    """Parse CLI ``--model`` values: ``NAME`` (= default) or ``STATE=NAME``."""
+    out: dict[str, str] = {}
+    for opt in options:
+        state, sep, name = opt.partition("=")
+        if not sep:
+            state, name = DEFAULT_KEY, opt
+        state, name = state.strip(), name.strip()
+        if not state or not name:
+            raise ConfigError(f"--model {opt!r}: expected NAME or STATE=NAME (e.g. --model Solve=local)")
+        out[DEFAULT_KEY if state == "*" else state] = name
+    return out
+
+
+_TOML_FIELDS = {f.name for f in dataclasses.fields(ModelProfile)} - {"name"}
+
+
+def load_config(path: str | os.PathLike[str]) -> ModelAssignment:
+    """Read profiles and a state assignment from a TOML file.
+
+    Raises:
+        ConfigError: unreadable TOML, unknown keys or bad values, naming the file and the key.
+    """
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: config file not found") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{p}: invalid TOML: {err}") from err
+    unknown_top = sorted(set(data) - {"profiles", "models"})
+    if unknown_top:
+        raise ConfigError(f"{p}: unknown top-level table(s) {unknown_top}; valid: [profiles.NAME], [models]")
+    profiles: list[ModelProfile] = []
+    for name, body in (data.get("profiles") or {}).items():
+        where = f"{p}: [profiles.{name}]"
+        if not isinstance(body, dict):
+            raise ConfigError(f"{where}: must be a table")
+        unknown = sorted(set(body) - _TOML_FIELDS)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(_TOML_FIELDS)}")
+        base = BUILTIN_PROFILES.get(name)
+        fields = dict(body)
+        if "stop" in fields:
+            fields["stop"] = tuple(fields["stop"])
+        if "price_per_1k" in fields:
+            price = fields["price_per_1k"]
+            if not (isinstance(price, list) and len(price) == 2):
+                raise ConfigError(f"{where}: price_per_1k must be [prompt, completion]")
+            fields["price_per_1k"] = (float(price[0]), float(price[1]))
+        if "extra_body" in fields:
+            fields["extra_body"] = MappingProxyType(dict(fields["extra_body"]))
+        try:
+            if base is not None:
+                profiles.append(base.with_overrides(**fields))
+            else:
+                if "model" not in fields:
+                    raise ConfigError(f"{where}: 'model' is required")
+                profiles.append(ModelProfile(name=name, **fields))
+        except TypeError as err:
+            raise ConfigError(f"{where}: {err}") from err
+    models = data.get("models") or {}
+    if not isinstance(models, dict) or not all(isinstance(v, str) for v in models.values()):
+        raise ConfigError(f"{p}: [models] must map state names to profile names (strings)")
+    try:
+        return ModelAssignment.of(models or None, profiles=profiles)
+    except ConfigError as err:
+        raise ConfigError(f"{p}: {err}") from err
