@@ -21,12 +21,27 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+
+@app.callback()
+def _root() -> None:
+    """StateFlow: LLM agents as state machines on AutoGen, evaluated on InterCode.
+
+    Add --debug anywhere to see full tracebacks.
+    """
+
+
 # Command groups (each module defines a Typer app or commands on a given app).
 # Registration lines are appended here as groups land; keep one line per group.
 
 
 def _register() -> None:
-    pass
+    @app.command("version")
+    def version() -> None:
+        """Print the installed StateFlow version."""
+        from importlib.metadata import version as _v
+
+        typer.echo(_v("stateflow"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     _register()
     err_console = Console(stderr=True)
     try:
-        app(args=args, standalone_mode=False)
+        # standalone mode: typer handles --help and usage errors itself (and exits)
+        app(args=args, prog_name="stateflow")
     except (StateFlowError, FileNotFoundError, ValueError) as err:
         if debug:
             raise
@@ -47,20 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]")
         return 130
-    except SystemExit as exc:  # typer/click exits (usage errors, --help)
-        return int(exc.code or 0)
-    except Exception as err:  # click usage errors surface as ClickException subclasses
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            return err.exit_code
-        if isinstance(err, click.exceptions.Exit):
-            return err.exit_code
-        if debug:
-            raise
-        err_console.print(f"[bold red]unexpected error:[/] {type(err).__name__}: {err} (rerun with --debug)")
-        return 1
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     return 0
 
 
