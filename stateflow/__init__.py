@@ -1,0 +1,59 @@
+"""StateFlow: LLM agents as state machines on AutoGen.
+
+Define a flow once (states, output functions, transition rules) and run it in either view:
+the paper's StateFlow (one agent, instructions accumulate in the shared history) or SF_Agent
+(``sf_agent.SFAgentView``: one agent per state with a private instruction and its own model).
+"""
+
+from stateflow.conditions import Condition, Judge, last_contains, last_matches, meta_is, predicate
+from stateflow.errors import (
+    ConfigError,
+    FlowDefinitionError,
+    LLMError,
+    NoTransitionError,
+    StateFlowError,
+)
+from stateflow.flow import ANY, Flow, FlowWarning, State, Transition
+from stateflow.messages import History, Kind, Message, Usage
+from stateflow.outputs import LLM, Context, Prompt, Tool, ToolResult
+from stateflow.profiles import ModelAssignment, ModelProfile, load_config, parse_model_options
+from stateflow.runtime import StateFlowView, View, run
+from stateflow.trace import RunResult, Step, TransitionRecord
+
+__all__ = [
+    "ANY",
+    "LLM",
+    "Condition",
+    "ConfigError",
+    "Context",
+    "Flow",
+    "FlowDefinitionError",
+    "FlowWarning",
+    "History",
+    "Judge",
+    "Kind",
+    "LLMError",
+    "Message",
+    "ModelAssignment",
+    "ModelProfile",
+    "NoTransitionError",
+    "Prompt",
+    "RunResult",
+    "State",
+    "StateFlowError",
+    "StateFlowView",
+    "Step",
+    "Tool",
+    "ToolResult",
+    "Transition",
+    "TransitionRecord",
+    "Usage",
+    "View",
+    "last_contains",
+    "last_matches",
+    "load_config",
+    "meta_is",
+    "parse_model_options",
+    "predicate",
+    "run",
+]

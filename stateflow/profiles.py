@@ -86,8 +86,7 @@ class ModelProfile:
     def __post_init__(self) -> None:
         if self.provider not in _PROVIDERS:
             raise ConfigError(
-                f"profile {self.name!r}: unknown provider {self.provider!r}; "
-                f"valid providers: {', '.join(_PROVIDERS)}"
+                f"profile {self.name!r}: unknown provider {self.provider!r}; valid providers: {', '.join(_PROVIDERS)}"
             )
         if self.provider == "local" and not self.local_model:
             raise ConfigError(f"profile {self.name!r}: provider 'local' needs local_model")
@@ -128,12 +127,20 @@ def _builtin() -> dict[str, ModelProfile]:
     ]
     profiles = {n: ModelProfile(name=n, model=n, price_per_1k=p) for n, p in openai}
     profiles["local"] = ModelProfile(
-        name="local", model="qwen2.5-coder-1.5b-instruct", provider="local", local_model="local",
-        api_key_env=None, max_tokens=384,
+        name="local",
+        model="qwen2.5-coder-1.5b-instruct",
+        provider="local",
+        local_model="local",
+        api_key_env=None,
+        max_tokens=384,
     )
     profiles["local-small"] = ModelProfile(
-        name="local-small", model="qwen2.5-coder-0.5b-instruct", provider="local", local_model="local-small",
-        api_key_env=None, max_tokens=384,
+        name="local-small",
+        model="qwen2.5-coder-0.5b-instruct",
+        provider="local",
+        local_model="local-small",
+        api_key_env=None,
+        max_tokens=384,
     )
     return profiles
 
@@ -150,7 +157,7 @@ class ModelAssignment:
     """
 
     by_state: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({DEFAULT_KEY: "local"}))
-    profiles: Mapping[str, ModelProfile] = BUILTIN_PROFILES
+    profiles: Mapping[str, ModelProfile] = field(default_factory=lambda: BUILTIN_PROFILES)
 
     @classmethod
     def of(

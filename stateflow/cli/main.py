@@ -22,7 +22,6 @@ app = typer.Typer(
 )
 
 
-
 @app.callback()
 def _root() -> None:
     """StateFlow: LLM agents as state machines on AutoGen, evaluated on InterCode.
@@ -42,6 +41,10 @@ def _register() -> None:
         from importlib.metadata import version as _v
 
         typer.echo(_v("stateflow"))
+
+    from stateflow.cli import flows
+
+    flows.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,376 @@
+"""The StateFlow model: states, transitions as data, and a validated flow definition.
+
+A flow is the sextuple of the paper: states S, the initial state s0, final states F, output
+functions per state (see :mod:`stateflow.outputs`) and the transition function δ, written as an
+ordered list of ``Transition(source, target, when)`` rules. After a state's output functions ran,
+the rules leaving it are checked top to bottom and the first that holds picks the next state.
+
+Defining a flow has no side effects; it is validated as a whole when constructed and every
+problem is reported at once. Running it is the runtime's job (:mod:`stateflow.runtime`).
+
+>>> from stateflow import Flow, State, Transition, Prompt, LLM, last_contains
+>>> ask = State("Ask", Prompt("Answer in one word."), LLM())
+>>> done = State("Done", final=True)
+>>> flow = Flow("tiny", initial=ask, transitions=[
+...     Transition(ask, done, when=last_contains("ok")),
+...     Transition(ask, ask),
+... ])
+>>> [s.name for s in flow.states.values()]
+['Ask', 'Done']
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from stateflow.conditions import Condition, Judge
+from stateflow.errors import FlowDefinitionError
+from stateflow.outputs import LLM, Context, OutputFunction, Prompt, Tool
+
+__all__ = ["ANY", "Flow", "FlowWarning", "State", "Transition"]
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+
+
+class FlowWarning(UserWarning):
+    """A flow is valid but probably not what was meant (e.g. an unreachable state)."""
+
+
+class _AnySource:
+    """Sentinel source: the rule applies to every non-final state."""
+
+    _instance: _AnySource | None = None
+
+    def __repr__(self) -> str:
+        return "ANY"
+
+
+ANY: Final = _AnySource()
+
+
+@dataclass(frozen=True)
+class State:
+    """A state and the output functions run, in order, each time it is entered.
+
+    Args:
+        name: unique within the flow; letters, digits, ``_`` and ``-`` (it names AutoGen agents).
+        *outputs: ``Prompt``, ``LLM`` and ``Tool`` instances.
+        final: reaching this state ends the run (after its outputs, if any, ran).
+        description: one line for diagrams and reports.
+    """
+
+    name: str
+    outputs: tuple[OutputFunction, ...] = ()
+    final: bool = False
+    description: str = ""
+
+    def __init__(self, name: str, *outputs: OutputFunction, final: bool = False, description: str = ""):
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise FlowDefinitionError(
+                str(name), [f"state name {name!r} must match {_NAME.pattern} (letters, digits, _ and -)"]
+            )
+        for out in outputs:
+            if not isinstance(out, (Prompt, LLM, Tool)):
+                raise FlowDefinitionError(
+                    name, [f"state {name!r}: {out!r} is not an output function (Prompt, LLM or Tool)"]
+                )
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "outputs", tuple(outputs))
+        object.__setattr__(self, "final", final)
+        object.__setattr__(self, "description", description)
+
+    @property
+    def instruction(self) -> str:
+        """The state's prompter texts joined (the SF_Agent view's private system message)."""
+        return "\n\n".join(o.text for o in self.outputs if isinstance(o, Prompt))
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(o.label for o in self.outputs)
+        return f"State({self.name!r}{', final' if self.final else ''}{': ' + kinds if kinds else ''})"
+
+
+StateRef = State | str
+
+
+def _ref(s: StateRef) -> str:
+    return s.name if isinstance(s, State) else s
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A rule ``(source, target, when)``.
+
+    Args:
+        source: a state, a list of states, or ``ANY`` (every non-final state).
+        target: the next state when the rule holds.
+        when: a :class:`~stateflow.conditions.Condition`; ``None`` means always.
+    """
+
+    sources: tuple[str, ...] | _AnySource
+    target: str
+    when: Condition | None = None
+    state_objects: tuple[State, ...] = field(default=(), compare=False, repr=False)
+
+    def __init__(
+        self,
+        source: StateRef | Sequence[StateRef] | _AnySource,
+        target: StateRef,
+        when: Condition | None = None,
+    ):
+        if source is ANY:
+            sources: tuple[str, ...] | _AnySource = ANY
+        elif isinstance(source, (State, str)):
+            sources = (_ref(source),)
+        else:
+            sources = tuple(_ref(s) for s in source)
+        if when is not None and not isinstance(when, Condition):
+            raise TypeError(f"Transition to {_ref(target)!r}: when= must be a Condition, got {type(when).__name__}")
+        objects = [
+            s
+            for s in ([source] if isinstance(source, (State, str)) else ([] if source is ANY else list(source)))
+            if isinstance(s, State)
+        ]
+        if isinstance(target, State):
+            objects.append(target)
+        object.__setattr__(self, "sources", sources)
+        object.__setattr__(self, "target", _ref(target))
+        object.__setattr__(self, "when", when)
+        object.__setattr__(self, "state_objects", tuple(objects))
+
+    def applies_to(self, state: str) -> bool:
+        return self.sources is ANY or state in self.sources  # type: ignore[operator]
+
+    @property
+    def label(self) -> str:
+        return self.when.name if self.when is not None else "always"
+
+    def __str__(self) -> str:
+        src = "ANY" if self.sources is ANY else "|".join(self.sources)  # type: ignore[arg-type]
+        return f"{src} -> {self.target} [{self.label}]"
+
+
+@dataclass(frozen=True)
+class Flow:
+    """A validated StateFlow definition.
+
+    Args:
+        name: the flow's name (shown in diagrams, traces and reports).
+        initial: the initial state s0.
+        transitions: the rules, in priority order.
+        states: every state; derived from ``initial`` and the rules when omitted.
+        max_transitions: bound on transitions per run (stops loops); the run ends with
+            ``stop_reason="max_transitions"`` when it is reached.
+        system_message: the shared system message of the StateFlow view's agent (and the
+            prefix of every SF_Agent agent's system message).
+        description: free text for diagrams and reports.
+
+    Raises:
+        FlowDefinitionError: listing every problem found.
+    """
+
+    name: str
+    initial: str
+    states: Mapping[str, State]
+    transitions: tuple[Transition, ...]
+    max_transitions: int = 30
+    system_message: str = ""
+    description: str = ""
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        initial: State,
+        transitions: Iterable[Transition],
+        states: Iterable[State] | None = None,
+        max_transitions: int = 30,
+        system_message: str = "",
+        description: str = "",
+    ):
+        rules = tuple(transitions)
+        problems: list[str] = []
+        table: dict[str, State] = {}
+        given = list(states) if states is not None else [initial]
+        for st in given:
+            if st.name in table and table[st.name] is not st:
+                problems.append(f"duplicate state name {st.name!r}")
+            table.setdefault(st.name, st)
+        if initial.name not in table:
+            problems.append(f"initial state {initial.name!r} is not among the states")
+            table[initial.name] = initial
+        if max_transitions < 1:
+            problems.append(f"max_transitions must be >= 1, got {max_transitions}")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "initial", initial.name)
+        object.__setattr__(self, "states", table)
+        object.__setattr__(self, "transitions", rules)
+        object.__setattr__(self, "max_transitions", max_transitions)
+        object.__setattr__(self, "system_message", system_message)
+        object.__setattr__(self, "description", description)
+        found_warnings = self._validate(problems, derive_states=states is None, rules=rules)
+        object.__setattr__(self, "warnings", tuple(found_warnings))
+        if problems:
+            raise FlowDefinitionError(name, problems)
+        for w in found_warnings:
+            warnings.warn(f"flow {name!r}: {w}", FlowWarning, stacklevel=2)
+
+    # -- validation -----------------------------------------------------------------------------
+
+    def _validate(self, problems: list[str], *, derive_states: bool, rules: tuple[Transition, ...]) -> list[str]:
+        table: dict[str, State] = self.states  # type: ignore[assignment]
+        self._collect_rule_states(rules, table, derive_states, problems)
+        names = list(table)
+        for i, rule in enumerate(rules):
+            where = f"transition #{i + 1} ({rule})"
+            if rule.target not in table:
+                problems.append(f"{where}: unknown target state {rule.target!r}; states: {names}")
+            if rule.sources is not ANY:
+                for s in rule.sources:  # type: ignore[union-attr]
+                    if s not in table:
+                        problems.append(f"{where}: unknown source state {s!r}; states: {names}")
+                    elif table[s].final:
+                        problems.append(f"{where}: source {s!r} is final; a run stops there, so the rule is dead")
+        # Shadowing: a rule after an unconditional rule from the same source can never fire.
+        for name, st in table.items():
+            if st.final:
+                continue
+            open_ended = None
+            for i, rule in enumerate(rules):
+                if not rule.applies_to(name):
+                    continue
+                if open_ended is not None:
+                    problems.append(
+                        f"transition #{i + 1} ({rule}) can never fire from {name!r}: "
+                        f"transition #{open_ended + 1} before it has no condition"
+                    )
+                    break
+                if rule.when is None:
+                    open_ended = i
+        # Every non-final state needs a way out.
+        for name, st in table.items():
+            if not st.final and not any(r.applies_to(name) for r in rules):
+                problems.append(f"non-final state {name!r} has no outgoing transition")
+        finals = [n for n, s in table.items() if s.final]
+        if not finals:
+            problems.append("no final state (mark one with final=True)")
+        if problems:
+            return []
+        graph = self._successors()
+        reach = self._reachable(self.initial, graph)
+        if not any(f in reach for f in finals):
+            problems.append(f"no final state is reachable from the initial state {self.initial!r}")
+        found = []
+        for name in names:
+            if name not in reach:
+                found.append(f"state {name!r} is unreachable from {self.initial!r}")
+        return found
+
+    @staticmethod
+    def _collect_rule_states(
+        rules: tuple[Transition, ...], table: dict[str, State], derive: bool, problems: list[str]
+    ) -> None:
+        # Rules keep the State objects they were built from; when the flow lists no states,
+        # those objects define the state table.
+        for rule in rules:
+            for ref in rule.state_objects:
+                if ref.name in table and table[ref.name] is not ref:
+                    problems.append(f"two different states are named {ref.name!r}")
+                elif ref.name not in table and derive:
+                    table[ref.name] = ref
+
+    def _successors(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {n: [] for n in self.states}
+        for name, st in self.states.items():
+            if st.final:
+                continue
+            for rule in self.transitions:
+                if rule.applies_to(name) and rule.target not in out[name]:
+                    out[name].append(rule.target)
+        return out
+
+    @staticmethod
+    def _reachable(start: str, graph: Mapping[str, list[str]]) -> set[str]:
+        seen, todo = {start}, [start]
+        while todo:
+            for nxt in graph.get(todo.pop(), []):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def rules_from(self, state: str) -> list[Transition]:
+        """The rules that may fire after ``state``, in priority order."""
+        return [r for r in self.transitions if r.applies_to(state)]
+
+    def decide(self, ctx: Context) -> Transition | None:
+        """The first rule leaving ``ctx.state`` whose condition holds (None if none does)."""
+        for rule in self.transitions:
+            if rule.applies_to(ctx.state) and (rule.when is None or rule.when(ctx)):
+                return rule
+        return None
+
+    def judges(self) -> list[Judge]:
+        """Every LLM judge used by a rule (for model validation)."""
+        return [j for r in self.transitions if r.when is not None for j in _judges_of(r.when)]
+
+    def llm_states(self) -> list[State]:
+        return [s for s in self.states.values() if any(isinstance(o, LLM) for o in s.outputs)]
+
+    # -- variants (ablations) -------------------------------------------------------------------
+
+    def variant(
+        self,
+        name: str,
+        *,
+        replace: Iterable[State] = (),
+        drop: Iterable[StateRef] = (),
+        transitions: Iterable[Transition] | None = None,
+        initial: State | None = None,
+    ) -> Flow:
+        """A new flow derived from this one (used for ablations such as No_Verify).
+
+        Args:
+            replace: states whose name matches an existing state replace it.
+            drop: states to remove; rules targeting or leaving only them are removed too.
+            transitions: a new rule list (defaults to the current rules, filtered by ``drop``).
+            initial: a new initial state.
+        """
+        dropped = {_ref(d) for d in drop}
+        table = {n: s for n, s in self.states.items() if n not in dropped}
+        for st in replace:
+            table[st.name] = st
+        if transitions is None:
+            kept = []
+            for r in self.transitions:
+                if r.target in dropped:
+                    continue
+                if r.sources is not ANY:
+                    srcs = tuple(s for s in r.sources if s not in dropped)  # type: ignore[union-attr]
+                    if not srcs:
+                        continue
+                    r = Transition([table[s] for s in srcs], table[r.target], r.when)
+                kept.append(r)
+            rules: Iterable[Transition] = kept
+        else:
+            rules = transitions
+        start = initial or table[self.initial]
+        return Flow(
+            name,
+            initial=start,
+            states=list(table.values()),
+            transitions=rules,
+            max_transitions=self.max_transitions,
+            system_message=self.system_message,
+            description=self.description,
+        )
+
+
+def _judges_of(cond: Condition) -> list[Judge]:
+    return list(cond.judges)

@@ -1,0 +1,129 @@
+"""Output functions: what a state does when it is entered.
+
+A state runs its output functions in order; each appends one message to the history:
+
+* :class:`Prompt` - a fixed instruction (the "prompter");
+* :class:`LLM` - a model completes the history (served by an AutoGen agent);
+* :class:`Tool` - a callable reads the run context (usually the last LLM message) and returns
+  feedback, e.g. the observation of executing an action in an environment.
+
+They are plain, immutable descriptions; the runtime decides how to execute them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from stateflow.messages import History
+
+if TYPE_CHECKING:
+    from stateflow.conditions import Judge
+
+__all__ = ["LLM", "Context", "OutputFunction", "Prompt", "Tool", "ToolResult"]
+
+
+@dataclass
+class Context:
+    """What tools and transition conditions see during a run.
+
+    Attributes:
+        task: the task text the run started with.
+        history: the context history so far.
+        state: name of the current state.
+        env: the run's environment or resource object (whatever the caller passed to ``run``).
+        vars: per-run scratch space for tools (e.g. turn counters); never shared between runs.
+        ask: set by the runtime: answers an LLM judge about the current history.
+    """
+
+    task: str
+    history: History
+    state: str = ""
+    env: Any = None
+    vars: MutableMapping[str, Any] = field(default_factory=dict)
+    ask: Callable[[Judge], str | None] | None = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returns: the text appended to the history plus structured facts.
+
+    ``meta`` keys used by the built-in conditions: ``ok`` (bool: the action succeeded),
+    ``done`` (bool: the environment ended the episode).
+    """
+
+    content: str
+    meta: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A fixed instruction.
+
+    In the StateFlow view it is appended to the shared history (instructions accumulate);
+    in the SF_Agent view it becomes the private system message of the state's own agent.
+    """
+
+    text: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise ValueError("Prompt text must be a non-empty string")
+
+    @property
+    def label(self) -> str:
+        return "prompt"
+
+
+@dataclass(frozen=True)
+class LLM:
+    """A model call that completes the history.
+
+    Attributes:
+        profile: profile name serving this call; ``None`` uses the run's assignment for the state.
+        grammar: a GBNF grammar constraining the output (sent to llama.cpp / vLLM servers; for
+            OpenAI profiles it is not sent and a one-time warning says so).
+        regex: a regular expression constraining the output (converted for llama.cpp, sent
+            natively to vLLM, monitor-only elsewhere).
+        stop: extra stop sequences for this call.
+    """
+
+    profile: str | None = None
+    grammar: str | None = None
+    regex: str | None = None
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.grammar is not None and self.regex is not None:
+            raise ValueError("LLM: give either grammar or regex, not both")
+
+    @property
+    def label(self) -> str:
+        return "llm" if self.profile is None else f"llm[{self.profile}]"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A callable over the run context returning feedback.
+
+    ``fn(ctx) -> ToolResult | str``. It is registered with the run's AutoGen executor agent
+    under ``name`` and invoked through AutoGen's function map.
+    """
+
+    fn: Callable[[Context], ToolResult | str]
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise TypeError(f"Tool {self.name!r}: fn must be callable")
+        if not self.name:
+            object.__setattr__(self, "name", getattr(self.fn, "__name__", "tool"))
+
+    @property
+    def label(self) -> str:
+        return f"tool[{self.name}]"
+
+
+OutputFunction = Prompt | LLM | Tool

@@ -1,0 +1,544 @@
+"""Running a flow on AutoGen.
+
+A run is an AutoGen ``GroupChat`` whose speaker-selection callable *is* the transition function:
+
+* the ``user`` agent opens the chat with the task;
+* the ``instructions`` agent emits a state's :class:`~stateflow.outputs.Prompt` texts;
+* LLM output functions are served by :class:`StateAgent` s (AutoGen ``ConversableAgent`` s that
+  call their model through AutoGen's ``OpenAIWrapper``);
+* the ``environment`` agent runs :class:`~stateflow.outputs.Tool` s, registered in its AutoGen
+  function map;
+* after each reply the selector either picks the agent for the state's next output function or,
+  when the state is done, evaluates the rules (δ) and moves to the next state; returning ``None``
+  ends the chat.
+
+Which agents exist and what each sees is decided by a :class:`View`: :class:`StateFlowView`
+(one agent, instructions accumulate in the shared history) here, ``sf_agent.SFAgentView`` (one
+agent per state with a private instruction) in the ``sf_agent`` package.
+
+Everything a run needs lives in one :class:`_Episode` object, so any number of runs can share a
+process (threads included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from autogen import Agent, ConversableAgent, GroupChat, GroupChatManager, OpenAIWrapper
+from autogen.io.base import IOStream
+
+from stateflow.backends.cassette import Cassette, RecordingClient, ReplayClient
+from stateflow.backends.endpoints import config_entry, constraint_fields
+from stateflow.backends.scripted import ScriptedClient, ScriptedLLM
+from stateflow.conditions import Judge
+from stateflow.errors import ConfigError, LLMError, NoTransitionError, StateFlowError
+from stateflow.flow import Flow, State
+from stateflow.messages import History, Kind, Message, Usage
+from stateflow.outputs import LLM, Context, OutputFunction, Prompt, Tool, ToolResult
+from stateflow.profiles import ModelAssignment, ModelProfile
+from stateflow.trace import RunResult, Step, TransitionRecord
+
+__all__ = ["ConstraintWarning", "LLMBackends", "StateAgent", "StateFlowView", "View", "run"]
+
+USER, PROMPTER, EXECUTOR, ASSISTANT = "user", "instructions", "environment", "assistant"
+RESERVED_NAMES = frozenset({USER, PROMPTER, EXECUTOR, ASSISTANT, "chat_manager"})
+
+
+class _DropCustomClientNotice(logging.Filter):
+    """AutoGen logs an INFO line for every wrapper built with a custom client; runs build one per
+    profile, so the line is noise. Everything else from that logger passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Detected custom model client" not in record.getMessage()
+
+
+_autogen_client_log = logging.getLogger("autogen.oai.client")
+if not any(isinstance(f, _DropCustomClientNotice) for f in _autogen_client_log.filters):
+    _autogen_client_log.addFilter(_DropCustomClientNotice())
+
+
+class ConstraintWarning(UserWarning):
+    """A decoding constraint cannot be sent to a provider; it is monitor-only there."""
+
+
+# -- views ------------------------------------------------------------------------------------
+
+
+class View:
+    """Decides which agent serves each output function and what it is told."""
+
+    name = "stateflow"
+
+    def emitted_outputs(self, state: State) -> tuple[OutputFunction, ...]:
+        """The output functions that produce history messages in this view."""
+        return state.outputs
+
+    def llm_agent_name(self, state: State) -> str:
+        """Name of the agent serving ``state``'s LLM calls."""
+        return ASSISTANT
+
+    def system_message(self, flow: Flow, state: State | None) -> str:
+        """System message of the agent serving ``state`` (``None``: the shared agent)."""
+        return flow.system_message
+
+
+class StateFlowView(View):
+    """The paper's StateFlow: one agent; each state's instruction is appended to the history."""
+
+
+# -- LLM plumbing -----------------------------------------------------------------------------
+
+
+@dataclass
+class _CallRecord:
+    usage: Usage
+    raw: Any
+
+
+class StateAgent(ConversableAgent):
+    """A ``ConversableAgent`` that calls its model with a per-call client and reports usage.
+
+    AutoGen builds the request (system message + the agent's view of the group history); this
+    subclass only keeps the raw response of each call so the run can record tokens, cached
+    tokens, cost and latency per step.
+    """
+
+    def __init__(self, name: str, system_message: str):
+        super().__init__(
+            name=name,
+            system_message=system_message,
+            llm_config=False,
+            human_input_mode="NEVER",
+            code_execution_config=False,
+            max_consecutive_auto_reply=None,
+        )
+        self.last_response: Any = None
+        if not system_message:
+            # AutoGen always prepends the system message; an empty one would override the
+            # model's own default system prompt (e.g. Qwen's chat template), so send none.
+            self._oai_system_message = []
+
+    def _generate_oai_reply_from_client(self, llm_client, messages, cache, **kwargs: Any):  # type: ignore[override]
+        response = llm_client.create(messages=messages, cache=cache, agent=self, **kwargs)
+        self.last_response = response
+        extracted = llm_client.extract_text_or_completion_object(response)[0]
+        if extracted is not None and not isinstance(extracted, str) and hasattr(extracted, "model_dump"):
+            extracted = extracted.model_dump()
+        return extracted
+
+
+class LLMBackends:
+    """One AutoGen ``OpenAIWrapper`` per profile for a run, plus the run's opt-in test doubles.
+
+    Args:
+        assignment: which profile serves which state.
+        scripts: ``{profile name: ScriptedLLM}`` for profiles with ``provider="scripted"``.
+        cassette: record/replay every call of this run.
+    """
+
+    def __init__(
+        self,
+        assignment: ModelAssignment,
+        scripts: Mapping[str, ScriptedLLM] | None = None,
+        cassette: Cassette | None = None,
+    ):
+        self.assignment = assignment
+        self.scripts = dict(scripts or {})
+        self.cassette = cassette
+        self._wrappers: dict[str, OpenAIWrapper] = {}
+        self._warned: set[str] = set()
+
+    def profile(self, state: str, explicit: str | None = None) -> ModelProfile:
+        return self.assignment.profile_for(state, explicit)
+
+    def wrapper(self, profile: ModelProfile) -> OpenAIWrapper:
+        """The (cached) AutoGen client for ``profile``; starts the local server if needed."""
+        w = self._wrappers.get(profile.name)
+        if w is not None:
+            return w
+        if profile.provider == "scripted":
+            script = self.scripts.get(profile.name)
+            if script is None:
+                raise ConfigError(
+                    f"profile {profile.name!r} is scripted but no script was given; "
+                    "pass scripts={name: ScriptedLLM(...)}"
+                )
+            entry = {**config_entry(profile), "model_client_cls": "ScriptedClient"}
+            w = OpenAIWrapper(config_list=[entry], cache_seed=None)
+            w.register_model_client(ScriptedClient, script=script, price_per_1k=profile.price_per_1k)
+        else:
+            base_url = None
+            if profile.provider == "local":
+                from stateflow.backends.local import resolve_endpoint
+
+                base_url = resolve_endpoint(profile)
+            entry = config_entry(profile, base_url=base_url)
+            if self.cassette is not None:
+                cls = RecordingClient if self.cassette.mode == "record" else ReplayClient
+                entry["model_client_cls"] = cls.__name__
+                w = OpenAIWrapper(config_list=[entry], cache_seed=None)
+                w.register_model_client(cls, cassette=self.cassette, price_per_1k=profile.price_per_1k)
+            else:
+                w = OpenAIWrapper(config_list=[entry], cache_seed=None)
+        self._wrappers[profile.name] = w
+        return w
+
+    def request_fields(self, profile: ModelProfile, out: LLM) -> dict[str, Any]:
+        """Per-call request fields: stop sequences and the decoding constraint, if any."""
+        fields: dict[str, Any] = {}
+        if out.stop:
+            fields["stop"] = list(dict.fromkeys([*profile.stop, *out.stop]))
+        constraint = constraint_fields(profile, grammar=out.grammar, regex=out.regex)
+        if constraint is None:
+            if profile.name not in self._warned:
+                self._warned.add(profile.name)
+                warnings.warn(
+                    f"profile {profile.name!r} ({profile.provider}) cannot take a grammar/regex; "
+                    "the constraint is monitor-only there",
+                    ConstraintWarning,
+                    stacklevel=3,
+                )
+        elif constraint:
+            body = dict(profile.extra_body)
+            body.update(constraint)
+            fields["extra_body"] = body
+        return fields
+
+    def call(
+        self,
+        agent: StateAgent,
+        profile: ModelProfile,
+        messages: list[dict[str, Any]] | None,
+        sender: Agent | None,
+        fields: dict[str, Any],
+    ) -> tuple[str, Usage]:
+        """One model call through AutoGen; returns the text and its accounting."""
+        wrapper = self.wrapper(profile)
+        t0 = time.perf_counter()
+        try:
+            ok, reply = agent.generate_oai_reply(messages=messages, sender=sender, config=wrapper, **fields)
+        except StateFlowError:
+            raise
+        except Exception as err:
+            raise LLMError(
+                f"model call to profile {profile.name!r} failed: {type(err).__name__}: {err}", profile=profile.name
+            ) from err
+        latency = time.perf_counter() - t0
+        if not ok or reply is None:
+            raise LLMError(f"profile {profile.name!r} returned no reply", profile=profile.name)
+        text = reply if isinstance(reply, str) else str(reply.get("content") or "")
+        return text, _usage_of(agent.last_response, profile, latency)
+
+
+def _usage_of(response: Any, profile: ModelProfile, latency: float) -> Usage:
+    u = getattr(response, "usage", None)
+    prompt = int(getattr(u, "prompt_tokens", 0) or 0)
+    completion = int(getattr(u, "completion_tokens", 0) or 0)
+    details = getattr(u, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        cached_tokens=cached,
+        cost=profile.cost(prompt, completion),
+        latency_s=latency,
+        model=str(getattr(response, "model", profile.model) or profile.model),
+        profile=profile.name,
+    )
+
+
+class _NullStream:
+    """Swallows AutoGen's console events (runs report through their trace instead)."""
+
+    def print(self, *objects: Any, sep: str = " ", end: str = "\n", flush: bool = False) -> None:
+        pass
+
+    def send(self, message: Any) -> None:
+        pass
+
+    def input(self, prompt: str = "", *, password: bool = False) -> str:
+        return ""
+
+
+# -- one run ------------------------------------------------------------------------------------
+
+
+class _Episode:
+    """All state of one run: agents, group chat, cursor, history, trace."""
+
+    def __init__(
+        self,
+        flow: Flow,
+        task: str,
+        view: View,
+        backends: LLMBackends,
+        env: Any,
+        vars: dict[str, Any] | None,
+        max_transitions: int,
+    ):
+        self.flow, self.view, self.backends = flow, view, backends
+        self.max_transitions = max_transitions
+        self.history = History()
+        self.ctx = Context(task=task, history=self.history, state=flow.initial, env=env, vars=dict(vars or {}))
+        self.ctx.ask = self._ask
+        self.steps: list[Step] = []
+        self.transitions: list[TransitionRecord] = []
+        self.stop_reason = ""
+        self.failure: BaseException | None = None
+        self._cursor = 0  # index into the current state's emitted outputs
+        self._pending: OutputFunction | None = None
+        self._judged: dict[int, str | None] = {}  # judge id -> answer, for the current decision
+        self._build_agents()
+
+    # agents ------------------------------------------------------------------------------------
+
+    def _build_agents(self) -> None:
+        flow, view = self.flow, self.view
+        quiet = {"llm_config": False, "human_input_mode": "NEVER", "code_execution_config": False}
+        self.user = ConversableAgent(USER, **quiet)
+        self.prompter = ConversableAgent(PROMPTER, **quiet)
+        self.prompter.register_reply([Agent, None], self._prompter_reply, position=0)
+        self.executor = ConversableAgent(EXECUTOR, **quiet)
+        self.executor.register_reply([Agent, None], self._executor_reply, position=0)
+        tools: dict[str, Any] = {}
+        for st in flow.states.values():
+            for out in st.outputs:
+                if isinstance(out, Tool):
+                    tools[out.name] = out.fn
+        # Tools are registered in AutoGen's function map and invoked through it.
+        self.executor.register_function(tools)
+        self.llm_agents: dict[str, StateAgent] = {}
+        for st in flow.states.values():
+            if not any(isinstance(o, LLM) for o in view.emitted_outputs(st)):
+                continue
+            name = view.llm_agent_name(st)
+            if name not in self.llm_agents:
+                if name != ASSISTANT and name in RESERVED_NAMES:
+                    raise ConfigError(f"state name {name!r} clashes with a built-in agent; rename the state")
+                system = view.system_message(flow, st if name != ASSISTANT else None)
+                agent = StateAgent(name, system)
+                agent.register_reply([Agent, None], self._llm_reply, position=0)
+                self.llm_agents[name] = agent
+        members: list[Agent] = [self.user, self.prompter, self.executor, *self.llm_agents.values()]
+        per_state = max((len(s.outputs) for s in flow.states.values()), default=1) + 1
+        self.groupchat = GroupChat(
+            agents=members,
+            messages=[],
+            max_round=(self.max_transitions + 2) * per_state + 2,
+            speaker_selection_method=self._select,
+            admin_name="__stateflow_admin__",
+            send_introductions=False,
+        )
+        self.manager = GroupChatManager(self.groupchat, llm_config=False, human_input_mode="NEVER", silent=True)
+
+    # δ as speaker selection ---------------------------------------------------------------------
+
+    def _select(self, last_speaker: Agent, groupchat: GroupChat) -> Agent | None:
+        if self.failure is not None:
+            return None
+        try:
+            return self._next_speaker()
+        except BaseException as err:  # surfaced by run(); AutoGen would swallow a None-selection
+            self.failure = err
+            return None
+
+    def _next_speaker(self) -> Agent | None:
+        while True:
+            state = self.flow.states[self.ctx.state]
+            outputs = self.view.emitted_outputs(state)
+            if self._cursor < len(outputs):
+                out = outputs[self._cursor]
+                self._cursor += 1
+                self._pending = out
+                if isinstance(out, Prompt):
+                    return self.prompter
+                if isinstance(out, Tool):
+                    return self.executor
+                return self.llm_agents[self.view.llm_agent_name(state)]
+            if state.final:
+                self.stop_reason = "final"
+                return None
+            if len(self.transitions) >= self.max_transitions:
+                self.stop_reason = "max_transitions"
+                return None
+            self._judged.clear()
+            rule = self.flow.decide(self.ctx)
+            if rule is None:
+                last = self.history.last()
+                raise NoTransitionError(
+                    state.name, [str(r) for r in self.flow.rules_from(state.name)], last.content if last else None
+                )
+            self.transitions.append(TransitionRecord(state.name, rule.target, rule.label, len(self.steps) - 1))
+            self.ctx.state = rule.target
+            self._cursor = 0
+
+    # replies --------------------------------------------------------------------------------
+
+    def _record(
+        self,
+        out_label: str,
+        message: Message | None,
+        usage: Usage | None,
+        latency: float,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        if message is not None:
+            self.history.append(message)
+        self.steps.append(Step(len(self.steps), self.ctx.state, out_label, message, usage, latency, detail or {}))
+
+    def _prompter_reply(
+        self, recipient: Agent, messages: Any = None, sender: Agent | None = None, config: Any = None
+    ) -> tuple[bool, str]:
+        out = self._pending
+        assert isinstance(out, Prompt)
+        msg = Message("user", PROMPTER, self.ctx.state, Kind.PROMPT, out.text)
+        self._record(out.label, msg, None, 0.0)
+        return True, out.text
+
+    def _executor_reply(
+        self, recipient: Agent, messages: Any = None, sender: Agent | None = None, config: Any = None
+    ) -> tuple[bool, str]:
+        out = self._pending
+        assert isinstance(out, Tool)
+        t0 = time.perf_counter()
+        result = self.executor.function_map[out.name](self.ctx)
+        latency = time.perf_counter() - t0
+        if isinstance(result, str):
+            result = ToolResult(result)
+        if not isinstance(result, ToolResult):
+            raise StateFlowError(f"tool {out.name!r} returned {type(result).__name__}; expected ToolResult or str")
+        msg = Message("user", out.name, self.ctx.state, Kind.TOOL, result.content, meta=result.meta)
+        self._record(out.label, msg, None, latency)
+        # AutoGen's GroupChat drops empty replies (it ends the chat), so send a visible marker.
+        return True, result.content if result.content != "" else "(no output)"
+
+    def _llm_reply(
+        self, recipient: ConversableAgent, messages: Any = None, sender: Agent | None = None, config: Any = None
+    ) -> tuple[bool, str]:
+        out = self._pending
+        assert isinstance(out, LLM)
+        assert isinstance(recipient, StateAgent)
+        profile = self.backends.profile(self.ctx.state, out.profile)
+        fields = self.backends.request_fields(profile, out)
+        try:
+            text, usage = self.backends.call(recipient, profile, messages, sender, fields)
+        except LLMError as err:
+            err.state = self.ctx.state
+            raise
+        msg = Message("assistant", recipient.name, self.ctx.state, Kind.LLM, text, usage=usage)
+        self._record(out.label, msg, usage, usage.latency_s)
+        return True, text if text != "" else "(empty reply)"
+
+    # judges ---------------------------------------------------------------------------------
+
+    def _ask(self, judge: Judge) -> str | None:
+        key = id(judge)
+        if key in self._judged:
+            return self._judged[key]
+        profile = self.backends.profile(self.ctx.state, judge.profile)
+        transcript = "\n".join(f"[{m.name}] {m.content}" for m in self.history)
+        options = ", ".join(judge.choices)
+        agent = StateAgent(f"judge_{judge.name}", f"You classify conversations. Reply with one word: {options}.")
+        messages = [{"role": "user", "content": f"{transcript}\n\nQuestion: {judge.question}\nAnswer ({options}):"}]
+        text, usage = self.backends.call(agent, profile, messages, None, {})
+        answer = judge.parse(text)
+        self._judged[key] = answer
+        self.steps.append(
+            Step(
+                len(self.steps),
+                self.ctx.state,
+                f"judge[{judge.name}]",
+                None,
+                usage,
+                usage.latency_s,
+                {"question": judge.question, "reply": text, "answer": answer},
+            )
+        )
+        return answer
+
+    # driver ---------------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        self.history.append(Message("user", USER, self.flow.initial, Kind.PROMPT, self.ctx.task))
+        with IOStream.set_default(_NullStream()):
+            try:
+                self.user.initiate_chat(self.manager, message=self.ctx.task, clear_history=True, silent=True)
+            except BaseException as err:
+                self.failure = self.failure or err
+        error = None
+        if self.failure is not None:
+            self.stop_reason = "error"
+            error = f"{type(self.failure).__name__}: {self.failure}"
+        elif not self.stop_reason:
+            self.stop_reason = "max_transitions"
+        return RunResult(
+            flow=self.flow.name,
+            view=self.view.name,
+            exit_state=self.ctx.state,
+            stop_reason=self.stop_reason,
+            history=self.history,
+            steps=self.steps,
+            transitions=self.transitions,
+            error=error,
+            vars=dict(self.ctx.vars),
+        )
+
+
+def run(
+    flow: Flow,
+    task: str,
+    *,
+    models: str | Mapping[str, str | ModelProfile] | ModelAssignment | None = None,
+    view: View | None = None,
+    env: Any = None,
+    scripts: Mapping[str, ScriptedLLM] | None = None,
+    cassette: Cassette | None = None,
+    max_transitions: int | None = None,
+    vars: Mapping[str, Any] | None = None,
+    raise_errors: bool = True,
+) -> RunResult:
+    """Run ``flow`` on ``task`` and return its exit state, history and trace.
+
+    Args:
+        flow: the flow definition.
+        task: the task text, the first message of the history.
+        models: a profile name for every state, ``{state or "default": profile}``, or an
+            assignment (default: the embedded ``local`` model).
+        view: :class:`StateFlowView` (default) or ``sf_agent.SFAgentView()``.
+        env: any object tools read through ``ctx.env`` (e.g. an InterCode environment).
+        scripts: scripted replies for profiles whose provider is ``scripted`` (tests only).
+        cassette: record or replay every model call of this run.
+        max_transitions: overrides the flow's bound.
+        vars: initial per-run variables for tools.
+        raise_errors: re-raise the exception that ended a run (the partial result is attached
+            as ``err.result``); with False the result carries ``stop_reason="error"``.
+
+    Raises:
+        ConfigError: a state's model profile is unknown or unusable.
+        NoTransitionError: no rule matched after a state (when ``raise_errors``).
+        LLMError: a model call failed after retries (when ``raise_errors``).
+    """
+    assignment = ModelAssignment.of(models)
+    for st in flow.llm_states():
+        for out in st.outputs:
+            if isinstance(out, LLM):
+                assignment.profile_for(st.name, out.profile)
+    for judge in flow.judges():
+        assignment.profile_for(flow.initial, judge.profile)
+    backends = LLMBackends(assignment, scripts, cassette)
+    episode = _Episode(
+        flow, task, view or StateFlowView(), backends, env, dict(vars or {}), max_transitions or flow.max_transitions
+    )
+    result = episode.run()
+    if episode.failure is not None and raise_errors:
+        err = episode.failure
+        with contextlib.suppress(AttributeError):  # some builtin exceptions refuse attributes
+            err.result = result  # type: ignore[attr-defined]
+        raise err
+    return result
