@@ -1,0 +1,187 @@
+"""InterCode's bash environment (``intercode-bash``) on our own execution hosts.
+
+Behaviour follows upstream's ``BashEnv`` (see ``docs/intercode.md``): a fresh shell per action,
+emulated ``cd``, a 10 s timeout, merged output, ``Malformed command`` for bad quoting or
+non-UTF-8 output, and the three-part reward computed against a gold run in a second, freshly
+reset host. Safer than upstream where it does not change what a well-behaved agent sees: every
+reset restores the *whole* root (upstream's ``git clean`` leaves ignored directories such as
+``/usr`` or ``/etc`` changed), commands that outlive their step are killed, and the gold command
+has the same timeout as the agent's.
+
+Quoting: by default an action is split like upstream (``shlex.split('/bin/bash -c "<action>"')``);
+with ``exact_quoting=True`` bash receives it verbatim. The gold command is run the same way as
+the agent's actions, so gold replays score the same in both modes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs.base import EnvironmentError_, Task
+from envs.bash.command import (
+    MALFORMED,
+    TIMED_OUT,
+    action_argv,
+    cd_target,
+    decode_output,
+    hash_argv,
+    simplify_path,
+)
+from envs.bash.hosts import ExecutionHost
+from envs.bash.reward import Change, bash_reward, content_targets, parse_git_status
+from envs.bash.tasks import BashDataset
+
+__all__ = ["BashEnv"]
+
+GIT_STATUS = ["git", "status", "--short"]
+ACTION_EXEC = "action_executed"
+
+
+class BashEnv:
+    """The ``intercode-bash`` environment (implements :class:`envs.base.Environment`).
+
+    Args:
+        dataset: the tasks and their file systems.
+        agent_host, eval_host: where agent actions and gold commands run (distinct hosts).
+        exact_quoting: pass actions to bash verbatim instead of upstream's re-splitting.
+
+    One instance is used by one thread at a time; several instances may run concurrently.
+    """
+
+    name = "intercode-bash"
+
+    def __init__(
+        self,
+        dataset: BashDataset,
+        agent_host: ExecutionHost,
+        eval_host: ExecutionHost,
+        *,
+        exact_quoting: bool = False,
+    ) -> None:
+        self.dataset = dataset
+        self.exact_quoting = exact_quoting
+        self._agent = agent_host
+        self._eval = eval_host
+        self._task: Task | None = None
+        self._closed = False
+        self.observation: Any = None
+        self.info: dict[str, Any] = {}
+        self.workdir = "/"
+
+    # ---------------------------------------------------------------- Environment API
+    def __len__(self) -> int:
+        return len(self.dataset.tasks)
+
+    def task(self, index: int) -> Task:
+        if not 0 <= index < len(self.dataset.tasks):
+            raise IndexError(f"task index {index} out of range 0..{len(self.dataset.tasks) - 1} ({self.dataset.name})")
+        return self.dataset.tasks[index]
+
+    def reset(self, index: int) -> tuple[Any, dict[str, Any]]:
+        """Start task ``index`` on a pristine file system; the observation is the NL query."""
+        self._check_open()
+        task = self.task(index)
+        self._agent.reset(task.context)
+        self._task = task
+        self.info = {}
+        self.observation = task.query
+        self.workdir = "/"
+        return self.observation, self.info
+
+    def step(self, action: str) -> tuple[Any, float, bool, dict[str, Any]]:
+        """Execute ``action``; ``submit...`` scores the last observation, ``skip`` gives up."""
+        self._check_open()
+        if self._task is None:
+            raise EnvironmentError_("call reset(index) before step()")
+        if not isinstance(action, str):
+            raise TypeError(f"action must be a string, got {type(action).__name__}")
+        if action == "skip":
+            return "skipped", 0, True, {}
+        if action.startswith("submit"):
+            reward, info = self._score()
+            info[ACTION_EXEC] = True
+            return self.observation, reward, True, info
+        self._execute(action)
+        return self.observation, 0, False, dict(self.info)
+
+    def render_observation(self, observation: Any) -> str:
+        return str(observation)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._agent.close()
+        finally:
+            self._eval.close()
+
+    def __enter__(self) -> BashEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- execution
+    def _execute(self, action: str) -> None:
+        target = cd_target(action)
+        if target is not None:
+            new_path = simplify_path(self.workdir, target)
+            command, cwd = f"cd {new_path}", "/"
+        else:
+            command, cwd = action, self.workdir
+        self.observation, executed = self._run_text(self._agent, command, cwd)
+        self.info[ACTION_EXEC] = executed
+        if target is not None and executed:
+            self.workdir = new_path
+
+    def _run_text(self, host: ExecutionHost, command: str, cwd: str) -> tuple[str, bool]:
+        """Observation and success flag of ``command`` run like upstream's ``exec_action``."""
+        try:
+            argv = action_argv(command, exact_quoting=self.exact_quoting)
+            result = host.run(argv, cwd=cwd)
+        except ValueError:  # unbalanced quotes, NUL byte, empty after splitting
+            return MALFORMED, False
+        if result.timed_out:
+            return TIMED_OUT, False
+        text = decode_output(result.output, truncated=result.truncated)
+        if text is None:
+            return MALFORMED, False
+        return text, result.exit_code == 0
+
+    # ---------------------------------------------------------------- reward
+    def _score(self) -> tuple[float, dict[str, Any]]:
+        assert self._task is not None
+        self._eval.reset(self._task.context)
+        corrupt = False
+        eval_obs: str | None
+        try:
+            argv = action_argv(self._task.gold, exact_quoting=self.exact_quoting)
+            result = self._eval.run(argv, cwd="/")
+            eval_obs = TIMED_OUT if result.timed_out else decode_output(result.output, truncated=result.truncated)
+            corrupt = eval_obs is None
+        except ValueError:
+            eval_obs, corrupt = None, True
+        agent_status = self._status(self._agent)
+        gold_status = self._status(self._eval)
+        same: dict[Change, bool] = {}
+        for change in content_targets(agent_status, gold_status):
+            try:
+                argv = hash_argv(change[0])
+            except ValueError:  # both sides would fail to split it identically
+                same[change] = True
+                continue
+            same[change] = self._agent.run(argv, cwd="/").output == self._eval.run(argv, cwd="/").output
+        scored = bash_reward(agent_status, gold_status, same, self.observation, eval_obs)
+        info = scored.info()
+        info.update(agent_obs=self.observation, eval_obs=eval_obs, corrupt_gold=corrupt)
+        self.info.update(info)
+        return scored.reward, info
+
+    @staticmethod
+    def _status(host: ExecutionHost) -> list[Change]:
+        return parse_git_status(host.run(GIT_STATUS, cwd="/").output.decode("utf-8", errors="replace"))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvironmentError_("the bash environment is closed")

@@ -1,0 +1,189 @@
+"""The read-only base root every bash sandbox runs on.
+
+Choice: a Debian root built once with ``mmdebstrap`` and cached under
+``~/.cache/stateflow/bash-root/<key>/rootfs`` (``key`` = hash of the package list, the suite and
+the customisation below), not the host's ``/usr`` mounted read-only. Reasons:
+
+* isolation: the sandbox sees no host file at all (no host ``/etc``, no host home, no project
+  checkout), so "reading host files" has nothing to find and nothing host-specific leaks into
+  observations;
+* fidelity: like upstream's image it is a plain distribution root with exactly the tools the
+  tasks use (and, like upstream, *without* ``md5deep``, which the reward's directory quirk
+  relies on), independent of what happens to be installed on the host;
+* reproducibility: the same package list gives the same tools on every machine; the cache key
+  changes when the list does, so a stale root is never reused.
+
+Cost: one build of ~1-1.5 min and ~300 MB on a fresh machine (``scripts/setup_bash.sh`` runs
+it; as root or, via ``mmdebstrap --mode=unshare``, as a user with user namespaces). Every later
+use is a directory lookup.
+
+Run ``python -m envs.bash.rootfs --build`` to build (``--print`` shows the path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from envs.base import EnvironmentError_
+
+__all__ = [
+    "ROOT_PACKAGES",
+    "BaseRoot",
+    "build_base_root",
+    "cache_home",
+    "locate_base_root",
+]
+
+# The tools the NL2Bash tasks use (the upstream image's list) plus the few that moved package
+# in Debian 12 (``cal`` lives in ncal, ``w``/``ps`` in procps).
+ROOT_PACKAGES: tuple[str, ...] = (
+    "bash",
+    "bsdmainutils",
+    "bsdextrautils",
+    "coreutils",
+    "cpio",
+    "curl",
+    "dnsutils",
+    "findutils",
+    "git",
+    "imagemagick",
+    "iputils-ping",
+    "jq",
+    "ncal",
+    "net-tools",
+    "procps",
+    "psmisc",
+    "python3",
+    "tree",
+)
+SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+HOSTNAME = "sandbox"
+
+# Written into the root after installation: a fixed identity instead of the build host's
+# (mmdebstrap copies the host's /etc/hostname and /etc/resolv.conf), and no documentation.
+_CUSTOMIZE = (
+    f'echo {HOSTNAME} > "$1/etc/hostname"',
+    f'printf "127.0.0.1\\tlocalhost\\n::1\\tlocalhost ip6-localhost ip6-loopback\\n127.0.1.1\\t{HOSTNAME}\\n"'
+    ' > "$1/etc/hosts"',
+    ': > "$1/etc/resolv.conf"',
+    'rm -rf "$1/var/cache/apt/archives"/*.deb "$1/var/lib/apt/lists"/* "$1/usr/share/doc" "$1/usr/share/man"',
+)
+_FORMAT = 1  # bump when the build recipe changes in a way the other inputs do not show
+
+
+def cache_home() -> Path:
+    """``$XDG_CACHE_HOME/stateflow`` (default ``~/.cache/stateflow``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "stateflow"
+
+
+def _key() -> str:
+    blob = json.dumps([_FORMAT, SUITE, sorted(ROOT_PACKAGES), list(_CUSTOMIZE)]).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+class BaseRoot:
+    """A built base root: ``path`` is the root directory, ``key`` its cache key."""
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.path = path
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"BaseRoot({str(self.path)!r})"
+
+
+def _root_dir(key: str) -> Path:
+    return cache_home() / "bash-root" / key
+
+
+def locate_base_root(explicit: str | os.PathLike[str] | None = None) -> BaseRoot:
+    """Return the cached base root (or ``explicit`` / ``$STATEFLOW_BASH_ROOT`` if given).
+
+    Raises:
+        EnvironmentError_: no usable root; the message names the set-up command.
+    """
+    chosen = explicit or os.environ.get("STATEFLOW_BASH_ROOT")
+    if chosen:
+        path = Path(chosen).expanduser().resolve()
+        if not (path / "bin" / "bash").exists():
+            raise EnvironmentError_(f"bash base root {path} has no bin/bash; build one with scripts/setup_bash.sh")
+        return BaseRoot(path, hashlib.sha256(str(path).encode()).hexdigest()[:16])
+    key = _key()
+    root = _root_dir(key)
+    if not (root / "ready").exists():
+        raise EnvironmentError_(
+            f"the bash sandbox base root is not built (expected {root}/rootfs). "
+            "Run scripts/setup_bash.sh (or `python -m envs.bash.rootfs --build`), "
+            "or use backend='docker' where a Docker engine is available."
+        )
+    return BaseRoot(root / "rootfs", key)
+
+
+def build_base_root(*, mirror: str | None = None, quiet: bool = False) -> BaseRoot:
+    """Build the base root with mmdebstrap unless the cache already has it; return it.
+
+    Raises:
+        EnvironmentError_: mmdebstrap missing or failing (its output is included).
+    """
+    key = _key()
+    final = _root_dir(key)
+    if (final / "ready").exists():
+        return BaseRoot(final / "rootfs", key)
+    if shutil.which("mmdebstrap") is None:
+        raise EnvironmentError_("mmdebstrap is not installed; run scripts/setup_bash.sh (apt-get install mmdebstrap)")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+    cmd = [
+        "mmdebstrap",
+        "--variant=apt",
+        "--include=" + ",".join(ROOT_PACKAGES),
+        "--dpkgopt=path-exclude=/usr/share/doc/*",
+        "--dpkgopt=path-exclude=/usr/share/man/*",
+        "--dpkgopt=path-exclude=/usr/share/locale/*",
+        *(f"--customize-hook={hook}" for hook in _CUSTOMIZE),
+        SUITE,
+        str(staging / "rootfs"),
+        mirror or os.environ.get("STATEFLOW_DEBIAN_MIRROR") or DEFAULT_MIRROR,
+    ]
+    proc = subprocess.run(
+        cmd, stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None, check=False
+    )
+    if proc.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = proc.stdout.decode(errors="replace")[-2000:] if proc.stdout else ""
+        raise EnvironmentError_(f"mmdebstrap failed (exit {proc.returncode}) building the bash base root. {tail}")
+    (staging / "ready").write_text(json.dumps({"packages": sorted(ROOT_PACKAGES), "suite": SUITE}) + "\n")
+    try:
+        staging.rename(final)
+    except OSError:  # another process finished first: keep theirs
+        shutil.rmtree(staging, ignore_errors=True)
+    return BaseRoot(final / "rootfs", key)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m envs.bash.rootfs", description=__doc__.splitlines()[0])
+    parser.add_argument("--build", action="store_true", help="build the base root if it is not cached")
+    parser.add_argument("--print", action="store_true", help="print the base root path (exit 1 if not built)")
+    parser.add_argument("--mirror", default=None, help=f"Debian mirror (default {DEFAULT_MIRROR})")
+    args = parser.parse_args(argv)
+    try:
+        root = build_base_root(mirror=args.mirror) if args.build else locate_base_root()
+    except EnvironmentError_ as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(root.path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

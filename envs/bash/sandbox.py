@@ -1,0 +1,383 @@
+"""A bubblewrap sandbox over a per-episode overlay: the default execution backend.
+
+Layout of one :class:`Sandbox`:
+
+* a *keeper* process (``unshare --mount`` running ``/bin/sh`` fed from a pipe) owns a private
+  mount namespace. The size-capped tmpfs holding the overlay's upper/work dirs and the overlay
+  itself are mounted *inside that namespace only*: they never appear in the host's mount
+  table, and when the keeper exits (``close()``, or our process dying, which closes its stdin)
+  the kernel drops them. Nothing can be left mounted behind us;
+* each command is ``dash`` (join the cgroup, set rlimits) -> ``nsenter`` into the keeper's mount
+  namespace -> ``bwrap`` with fresh user/pid/ipc/uts/net(/cgroup) namespaces, ``--die-with-parent``,
+  ``--new-session``, a cleared environment -> the command. When the command's main process
+  exits, bwrap tears its pid namespace down, so background jobs and daemons die with the step;
+* a cgroup (pids + memory) that every command joins, swept after every command.
+
+Reset = unmount and remount the tmpfs and overlay (a few ms): the lower layers (base root and
+task file system) are never written.
+
+Privileges: as root this needs ``unshare``/``nsenter`` (util-linux) and ``bwrap``. As non-root
+the keeper is ``unshare --user --map-root-user --mount`` and the overlay uses ``userxattr``
+(kernel >= 5.11); this needs unprivileged user namespaces (``sysctl user.max_user_namespaces``
+> 0, and ``kernel.unprivileged_userns_clone=1`` / no AppArmor userns restriction where those
+exist). Cgroups are then usually not writable, so the process cap is ``RLIMIT_NPROC``, which
+counts all of the user's processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from envs.base import EnvironmentError_
+from envs.bash.cgroups import SandboxCgroup, sweep_stale_cgroups
+
+__all__ = ["CommandResult", "Sandbox", "SandboxLimits", "check_sandbox_support"]
+
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+_DOCKER_HINT = "Use backend='docker' on a machine with a Docker engine instead."
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource caps of one sandbox.
+
+    Attributes:
+        timeout_s: wall-clock limit of one command (upstream: 10 s).
+        cpu_seconds: RLIMIT_CPU of every process.
+        file_size_bytes: RLIMIT_FSIZE (largest file a process may write).
+        open_files: RLIMIT_NOFILE.
+        processes: pids cgroup cap (root) or RLIMIT_NPROC (non-root).
+        memory_bytes: memory cgroup cap (root only; tmpfs pages count too).
+        disk_bytes: size of the tmpfs holding everything the sandbox writes.
+        output_bytes: bytes of merged output kept; the rest is read and dropped.
+    """
+
+    timeout_s: float = 10.0
+    cpu_seconds: int = 10
+    file_size_bytes: int = 100 * 2**20
+    open_files: int = 1024
+    processes: int = 256
+    memory_bytes: int = 1 * 2**30
+    disk_bytes: int = 512 * 2**20
+    output_bytes: int = 4 * 2**20
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command produced: exit code (None if killed on timeout) and merged output."""
+
+    exit_code: int | None
+    output: bytes
+    timed_out: bool = False
+    truncated: bool = False
+
+
+def check_sandbox_support() -> None:
+    """Raise EnvironmentError_ naming the missing piece if sandboxes cannot run here."""
+    for tool in ("bwrap", "unshare", "nsenter", "dash"):
+        if shutil.which(tool, path=_HOST_PATH) is None:
+            raise EnvironmentError_(f"`{tool}` is not installed; run scripts/setup_bash.sh. {_DOCKER_HINT}")
+    cmd = ["unshare", "--mount", "true"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "true"]
+    probe = subprocess.run(cmd, capture_output=True, check=False)
+    if probe.returncode != 0:
+        what = "mount namespaces" if os.geteuid() == 0 else "unprivileged user namespaces"
+        raise EnvironmentError_(
+            f"{what} are unavailable ({probe.stderr.decode(errors='replace').strip()}); the bash sandbox needs them "
+            "(non-root: sysctl user.max_user_namespaces>0, kernel.unprivileged_userns_clone=1). " + _DOCKER_HINT
+        )
+
+
+def _escape_overlay_path(path: Path) -> str:
+    text = str(path)
+    if any(c in text for c in ",:\n"):
+        raise EnvironmentError_(f"overlay layer path {text!r} contains ',' or ':'; move the cache (XDG_CACHE_HOME)")
+    return text
+
+
+class Sandbox:
+    """An isolated root made of read-only ``lowers`` plus a private writable layer.
+
+    Args:
+        lowers: layers, topmost first (e.g. ``[task_fs_layer, base_root]``).
+        limits: resource caps.
+        upper: build mode: write into this on-disk directory instead of a tmpfs (used once to
+            build a task file-system layer; :meth:`reset` is then not allowed).
+        hostname: the sandbox's host name.
+
+    Not thread-safe by design beyond a lock that serialises calls: one sandbox per episode
+    owner. Several sandboxes may run concurrently in one process.
+    """
+
+    def __init__(
+        self,
+        lowers: Sequence[Path],
+        *,
+        limits: SandboxLimits | None = None,
+        upper: Path | None = None,
+        hostname: str = "sandbox",
+    ) -> None:
+        check_sandbox_support()
+        self.limits = limits or SandboxLimits()
+        self.hostname = hostname
+        self._rootless = os.geteuid() != 0
+        self._lock = threading.Lock()
+        self._lowers = list(lowers)
+        self._upper = upper
+        self._closed = False
+        sweep_stale_cgroups()
+        self._state = Path(tempfile.mkdtemp(prefix="sf-bash-"))
+        self._root = self._state / "root"
+        self._rw = self._state / "rw"
+        self._root.mkdir()
+        self._rw.mkdir()
+        self._cgroup = (
+            None
+            if self._rootless
+            else SandboxCgroup.create(pids_max=self.limits.processes, memory_bytes=self.limits.memory_bytes)
+        )
+        unshare = ["unshare", "--mount", "--propagation", "private"]
+        if self._rootless:
+            unshare[1:1] = ["--user", "--map-root-user"]
+        self._keeper = subprocess.Popen(
+            [*unshare, "--", "/bin/sh"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={"PATH": _HOST_PATH, "LC_ALL": "C"},
+            cwd=self._state,
+            start_new_session=True,
+        )
+        self._finalizer = weakref.finalize(self, _shutdown, self._keeper, self._cgroup, self._state)
+        try:
+            self._mount()
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ keeper protocol
+    def _keeper_run(self, script: str) -> str:
+        """Run ``script`` in the keeper's shell; return its output; raise on non-zero status."""
+        marker = "@@sf-rc="
+        assert self._keeper.stdin is not None and self._keeper.stdout is not None
+        try:
+            self._keeper.stdin.write(f"{{ {script}\n}} 2>&1; echo {marker}$?\n".encode())
+            self._keeper.stdin.flush()
+        except OSError as err:
+            raise EnvironmentError_(f"the sandbox keeper process died: {err}") from err
+        lines: list[str] = []
+        while True:
+            raw = self._keeper.stdout.readline()
+            if not raw:
+                raise EnvironmentError_("the sandbox keeper process exited: " + "".join(lines))
+            line = raw.decode(errors="replace")
+            if line.startswith(marker):
+                status = int(line[len(marker) :])
+                break
+            lines.append(line)
+        if status != 0:
+            raise EnvironmentError_(f"sandbox mount step failed (status {status}): {''.join(lines).strip()}")
+        return "".join(lines)
+
+    def _mount(self) -> None:
+        root, rw = shlex.quote(str(self._root)), shlex.quote(str(self._rw))
+        lowers = ":".join(_escape_overlay_path(p) for p in self._lowers)
+        extra = ",userxattr" if self._rootless else ""
+        if self._upper is not None:
+            upper_dir, work_dir = self._upper, self._upper.parent / (self._upper.name + ".work")
+            work_dir.mkdir(exist_ok=True)
+            prep = ":"
+        else:
+            upper_dir, work_dir = self._rw / "upper", self._rw / "work"
+            prep = (
+                f"mount -t tmpfs -o size={self.limits.disk_bytes},mode=0755,nodev sf-bash-rw {rw} && "
+                f"mkdir {shlex.quote(str(upper_dir))} {shlex.quote(str(work_dir))}"
+            )
+        opts = (
+            f"lowerdir={lowers},upperdir={_escape_overlay_path(upper_dir)},workdir={_escape_overlay_path(work_dir)}"
+            f"{extra}"
+        )
+        self._keeper_run(f"{prep} && mount -t overlay -o {shlex.quote(opts)} sf-bash {root}")
+
+    def _unmount(self) -> None:
+        root, rw = shlex.quote(str(self._root)), shlex.quote(str(self._rw))
+        tail = "" if self._upper is not None else f"; umount {rw}"
+        self._keeper_run(f"umount {root}{tail}")
+
+    # ------------------------------------------------------------------ public API
+    def reset(self, lowers: Sequence[Path] | None = None) -> None:
+        """Drop everything written so far (and optionally switch the lower layers)."""
+        with self._lock:
+            self._check_open()
+            if self._upper is not None:
+                raise EnvironmentError_("a build-mode sandbox (upper=...) cannot be reset")
+            if self._cgroup is not None:
+                self._cgroup.kill_all()
+            self._unmount()
+            if lowers is not None:
+                self._lowers = list(lowers)
+            self._mount()
+
+    def run(self, argv: Sequence[str], *, cwd: str = "/", timeout: float | None = None) -> CommandResult:
+        """Execute ``argv`` (no shell added) inside the sandbox with working directory ``cwd``.
+
+        Output is stdout and stderr merged in write order; stdin is empty. After ``timeout``
+        (default ``limits.timeout_s``) every process of the command is killed.
+
+        Raises:
+            ValueError: ``argv`` is empty or contains NUL bytes (the caller reports it).
+            EnvironmentError_: the sandbox is closed or broken.
+        """
+        if not argv:
+            raise ValueError("empty command")
+        with self._lock:
+            self._check_open()
+            return self._run_locked(list(argv), cwd, self.limits.timeout_s if timeout is None else timeout)
+
+    def _run_locked(self, argv: list[str], cwd: str, timeout: float) -> CommandResult:
+        lim = self.limits
+        setup = []
+        if self._cgroup is not None:
+            setup += [f"echo $$ > {shlex.quote(f)}" for f in self._cgroup.procs_files()]
+        setup += [
+            f"ulimit -t {lim.cpu_seconds}",
+            f"ulimit -f {lim.file_size_bytes // 512}",
+            f"ulimit -n {lim.open_files}",
+        ]
+        if self._cgroup is None:
+            setup.append(f"ulimit -p {lim.processes}")
+        setup.append('exec "$@"')
+        ns = [f"--mount=/proc/{self._keeper.pid}/ns/mnt"]
+        if self._rootless:
+            ns.insert(0, f"--user=/proc/{self._keeper.pid}/ns/user")
+        bwrap = [
+            "bwrap",
+            "--bind", str(self._root), "/",
+            "--dev", "/dev",
+            "--proc", "/proc",
+            "--unshare-user", "--uid", "0", "--gid", "0",
+            "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
+            "--hostname", self.hostname,
+            "--die-with-parent", "--new-session",
+            "--clearenv",
+            "--setenv", "PATH", SANDBOX_PATH,
+            "--setenv", "HOME", "/root",
+            "--setenv", "HOSTNAME", self.hostname,
+            "--chdir", cwd,
+            "--",
+        ]  # fmt: skip
+        cmd = ["dash", "-c", "; ".join(setup), "sf-sandbox", "nsenter", *ns, "--", *bwrap, *argv]
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={"PATH": _HOST_PATH},
+            start_new_session=True,
+        )
+        try:
+            output, truncated, timed_out = self._collect(proc, timeout)
+        finally:
+            if proc.poll() is None:
+                _kill_group(proc)
+            proc.wait()
+            assert proc.stdout is not None
+            proc.stdout.close()
+            if self._cgroup is not None:
+                self._cgroup.kill_all()
+        code = None if timed_out else proc.returncode
+        if code is not None and code < 0:
+            code = 128 - code  # killed by a signal: report it the way a shell would
+        return CommandResult(code, output, timed_out, truncated)
+
+    def _collect(self, proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bool, bool]:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        chunks: list[bytes] = []
+        kept = 0
+        truncated = False
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                _kill_group(proc)
+                return b"".join(chunks), truncated, True
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            data = os.read(fd, 1 << 16)
+            if not data:
+                break
+            room = self.limits.output_bytes - kept
+            if room > 0:
+                chunks.append(data[:room])
+                kept += min(room, len(data))
+            if len(data) > room:
+                truncated = True
+        remaining = max(0.0, deadline - time.monotonic())
+        try:
+            proc.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return b"".join(chunks), truncated, True
+        return b"".join(chunks), truncated, False
+
+    def close(self) -> None:
+        """Kill every process, drop the mounts (with the keeper's namespace) and the cgroup. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._finalizer()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvironmentError_("the sandbox is closed")
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _shutdown(keeper: subprocess.Popen[bytes], cgroup: SandboxCgroup | None, state: Path) -> None:
+    """Release a sandbox's resources (also run by the GC / at interpreter exit)."""
+    if cgroup is not None:
+        cgroup.kill_all()
+    if keeper.poll() is None:
+        try:
+            assert keeper.stdin is not None
+            keeper.stdin.close()  # EOF: the shell exits, the namespace and its mounts go away
+            keeper.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            _kill_group(keeper)
+            keeper.wait()
+    if keeper.stdout is not None:
+        keeper.stdout.close()
+    if cgroup is not None:
+        cgroup.remove()
+    # Only empty directories are removed: never recurse into what might still be a mount point.
+    for sub in ("root", "rw"):
+        with contextlib.suppress(OSError):
+            (state / sub).rmdir()
+    with contextlib.suppress(OSError):
+        state.rmdir()
