@@ -26,7 +26,7 @@ fi
 echo "[setup] installing stateflow (editable) and test tools"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
 
-for component in sql bash local_llm; do
+for component in core sql bash local_llm; do
   echo "[setup] component: $component"
   bash "scripts/setup_${component}.sh"
 done

@@ -67,6 +67,8 @@ class ModelProfile:
         price_per_1k: dollars per 1,000 (prompt, completion) tokens; used for cost accounting.
         extra_body: further request fields sent verbatim (e.g. ``{"top_k": 20}``).
         timeout: seconds to wait for one response.
+        max_retries: retries of a failed request (timeouts, 429, 5xx, refused connections),
+            with exponential back-off, before the call fails with ``LLMError``.
         local_model: for ``provider="local"``: which embedded model (``local``/``local-small``).
     """
 
@@ -81,6 +83,7 @@ class ModelProfile:
     price_per_1k: tuple[float, float] = (0.0, 0.0)
     extra_body: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     timeout: float = 120.0
+    max_retries: int = 4
     local_model: str | None = None
 
     def __post_init__(self) -> None:
@@ -162,10 +165,10 @@ class ModelAssignment:
     @classmethod
     def of(
         cls,
-        spec: str | Mapping[str, str | ModelProfile] | ModelAssignment | None = None,
+        spec: str | ModelProfile | Mapping[str, str | ModelProfile] | ModelAssignment | None = None,
         profiles: Iterable[ModelProfile] = (),
     ) -> ModelAssignment:
-        """Build an assignment from a profile name, a ``{state: profile}`` mapping or profiles.
+        """Build an assignment from a profile (name or object) for every state, or a mapping.
 
         ``"*"`` is accepted as a synonym of ``default``. Profile objects given as values are
         registered under their own name.
@@ -180,6 +183,9 @@ class ModelAssignment:
             by_state[DEFAULT_KEY] = "local"
         elif isinstance(spec, str):
             by_state[DEFAULT_KEY] = spec
+        elif isinstance(spec, ModelProfile):
+            known[spec.name] = spec
+            by_state[DEFAULT_KEY] = spec.name
         else:
             for state, value in spec.items():
                 key = DEFAULT_KEY if state == "*" else state
@@ -272,6 +278,10 @@ def load_config(path: str | os.PathLike[str]) -> ModelAssignment:
                 if "model" not in fields:
                     raise ConfigError(f"{where}: 'model' is required")
                 profiles.append(ModelProfile(name=name, **fields))
+        except ConfigError as err:
+            if str(p) in str(err):
+                raise
+            raise ConfigError(f"{where}: {err}") from err
         except TypeError as err:
             raise ConfigError(f"{where}: {err}") from err
     models = data.get("models") or {}

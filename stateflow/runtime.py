@@ -494,7 +494,7 @@ def run(
     flow: Flow,
     task: str,
     *,
-    models: str | Mapping[str, str | ModelProfile] | ModelAssignment | None = None,
+    models: str | ModelProfile | Mapping[str, str | ModelProfile] | ModelAssignment | None = None,
     view: View | None = None,
     env: Any = None,
     scripts: Mapping[str, ScriptedLLM] | None = None,

@@ -25,6 +25,9 @@ __all__ = ["Cassette", "CassetteMiss", "RecordingClient", "ReplayClient", "reque
 _KEY_FIELDS = ("model", "temperature", "max_tokens", "stop", "extra_body", "top_p", "seed")
 
 
+_CLIENT_ONLY_KEYS = frozenset({"model_client_cls", "api_key", "base_url", "timeout", "max_retries", "price"})
+
+
 class CassetteMiss(StateFlowError):
     """Replay was asked for a request the cassette does not hold."""
 
@@ -143,7 +146,9 @@ class RecordingClient(_CassetteClientBase):
         )
 
     def create(self, params: dict[str, Any]) -> ChatCompletion:
-        response = self._inner.create(params)
+        # AutoGen hands custom clients the whole config entry; only request fields go out.
+        request = {k: v for k, v in params.items() if k not in _CLIENT_ONLY_KEYS}
+        response = self._inner.create(request)
         self._cassette.store(params, response)
         return response
 

@@ -13,10 +13,6 @@ from stateflow.profiles import ModelProfile
 
 __all__ = ["ConstraintSupport", "config_entry", "constraint_fields"]
 
-# Retries for transient HTTP failures (timeouts, 429, 5xx, refused connections); the openai
-# client backs off exponentially between attempts.
-DEFAULT_MAX_RETRIES = 4
-
 
 class ConstraintSupport:
     """How a provider takes a decoding constraint (``None``: it does not, monitor-only)."""
@@ -38,7 +34,7 @@ def config_entry(profile: ModelProfile, *, base_url: str | None = None) -> dict[
         "api_key": profile.api_key(),
         "temperature": profile.temperature,
         "timeout": profile.timeout,
-        "max_retries": DEFAULT_MAX_RETRIES,
+        "max_retries": profile.max_retries,
         # AutoGen prices are per 1k tokens (prompt, completion); unknown models cost 0 otherwise.
         "price": [profile.price_per_1k[0], profile.price_per_1k[1]],
     }

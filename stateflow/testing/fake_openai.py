@@ -1,0 +1,135 @@
+"""A fake OpenAI-compatible HTTP server on 127.0.0.1, for tests and benchmarks (opt-in only).
+
+AutoGen talks to it for real over HTTP (``base_url=server.url``). Replies are chosen by a
+``responder(model, messages, body) -> str`` function; errors can be injected per request to test
+retries. Every request body is recorded.
+
+>>> from stateflow.testing.fake_openai import FakeOpenAIServer
+>>> with FakeOpenAIServer(lambda model, messages, body: "pong") as srv:
+...     import openai
+...     client = openai.OpenAI(base_url=srv.url, api_key="x")
+...     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "ping"}]).choices[0].message.content
+'pong'
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["FakeOpenAIServer", "Responder"]
+
+Responder = Callable[[str, list[dict[str, Any]], dict[str, Any]], str]
+
+
+class FakeOpenAIServer:
+    """A threaded HTTP server implementing ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+    Args:
+        responder: picks the reply text for a request (by model name, messages, full body).
+        latency_s: sleep this long before answering each completion (simulates a slow model).
+        failures: HTTP status codes returned, in order, by the first completion requests
+            (e.g. ``[429, 503]`` makes the first two calls fail), to exercise client retries.
+    """
+
+    def __init__(self, responder: Responder, *, latency_s: float = 0.0, failures: list[int] | None = None):
+        self.responder = responder
+        self.latency_s = latency_s
+        self._failures = list(failures or [])
+        self._lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next_failure(self) -> int | None:
+        with self._lock:
+            return self._failures.pop(0) if self._failures else None
+
+    def _record(self, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(body)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "invalid JSON"}})
+                    return
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                server._record(body)
+                failure = server._next_failure()
+                if failure is not None:
+                    self._send(failure, {"error": {"message": f"injected failure {failure}", "type": "server_error"}})
+                    return
+                if server.latency_s:
+                    time.sleep(server.latency_s)
+                messages = body.get("messages", [])
+                text = server.responder(body.get("model", ""), messages, body)
+                prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in messages)
+                completion_tokens = len(text.split())
+                self._send(
+                    200,
+                    {
+                        "id": f"fake-{time.monotonic_ns()}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "fake"),
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": completion_tokens,
+                            "total_tokens": prompt_tokens + completion_tokens,
+                        },
+                    },
+                )
+
+        return Handler
