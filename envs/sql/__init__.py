@@ -1,0 +1,88 @@
+"""InterCode SQL on a real MariaDB/MySQL server.
+
+Entry point: :func:`open_sql_env`. The reward is :func:`sql_reward`. Backends: a private
+embedded MariaDB (default), a ``mysql:8`` Docker container, or an external server by DSN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from envs.sql.embedded import SHARED_EMBEDDED_POOL, EmbeddedServer, EmbeddedServerPool
+from envs.sql.env import ERROR_PREFIX, SqlEnv, SqlLimits
+from envs.sql.reward import sql_reward
+from envs.sql.server import SqlServer
+from envs.sql.tasks import NAMED_DATASETS, SqlDataset, TaskFileError, load_task_file, resolve_dataset
+
+__all__ = [
+    "BACKENDS",
+    "ERROR_PREFIX",
+    "NAMED_DATASETS",
+    "EmbeddedServer",
+    "EmbeddedServerPool",
+    "SqlDataset",
+    "SqlEnv",
+    "SqlLimits",
+    "SqlServer",
+    "TaskFileError",
+    "load_task_file",
+    "open_sql_env",
+    "resolve_dataset",
+    "sql_reward",
+]
+
+BACKENDS = ("embedded", "docker", "dsn")
+
+
+def open_sql_env(
+    dataset: str = "demo",
+    *,
+    backend: str = "embedded",
+    dsn: str | None = None,
+    data_dir: str | None = None,
+    dumps: Sequence[str | Path] | None = None,
+    limits: SqlLimits | None = None,
+    pool: EmbeddedServerPool | None = None,
+    tcp: bool = False,
+) -> SqlEnv:
+    """Open an InterCode SQL environment.
+
+    Args:
+        dataset: "demo" (shipped), "spider" (1034 Spider-dev tasks), "spider-test" (23 tasks)
+            or a JSON/CSV task file path.
+        backend: "embedded" (private MariaDB child process, shared by the process's
+            environments), "docker" (a ``mysql:8`` container) or "dsn" (an external server).
+        dsn: ``mysql://user:password@host:port`` for ``backend="dsn"``.
+        data_dir: where InterCode's ``sql/`` files are (default: see ``envs.datasets``).
+        dumps: SQL dumps creating the databases (default: the dataset's own).
+        limits: statement timeout and observation caps (default :class:`SqlLimits`).
+        pool: embedded-server pool (default: the process-wide one).
+        tcp: embedded only: also listen on a loopback port.
+
+    Raises:
+        ValueError: unknown backend, or ``dsn`` missing/malformed.
+        TaskFileError: bad task file; DataNotFoundError: Spider data not found.
+        EnvironmentError_: the server could not be started or reached (the message names
+            the set-up script and the other backends).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown SQL backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "dsn" and not dsn:
+        raise ValueError("backend 'dsn' needs dsn='mysql://user:password@host:port'")
+    if backend != "dsn" and dsn:
+        raise ValueError(f"dsn= is only used with backend='dsn' (got backend={backend!r})")
+    data = resolve_dataset(dataset, data_dir=data_dir, dumps=dumps)
+    if backend == "embedded":
+        chosen = pool or SHARED_EMBEDDED_POOL
+        server = chosen.acquire(data.dumps, data.databases, tcp=tcp)
+        return SqlEnv(data, server, limits=limits, on_close=lambda: chosen.release(server))
+    if backend == "docker":
+        from envs.sql.external import DockerServer
+
+        docker_server = DockerServer(data.dumps, data.databases)
+        return SqlEnv(data, docker_server, limits=limits, on_close=docker_server.close)
+    from envs.sql.external import DsnServer
+
+    dsn_server = DsnServer(dsn or "", data.dumps, data.databases)
+    return SqlEnv(data, dsn_server, limits=limits, on_close=dsn_server.close)

@@ -1,0 +1,364 @@
+"""``SqlEnv``: InterCode's SQL environment on a real MariaDB/MySQL server, hardened.
+
+Observations, rewards and info keys match upstream InterCode (see ``docs/intercode.md``):
+``reset`` returns ``(None, {"action_executed": True})`` (upstream's ``USE db`` result); a step
+returns the list of row tuples, ``None`` for statements without a result set, or
+``"Error executing query: <msg>"``; ``submit`` scores the last observation; ``skip`` gives up.
+
+What differs is safety, invisible to a well-behaved agent:
+
+* agent statements run as a SELECT-only account limited to the task's database, on their own
+  connection; the gold query runs on a second connection (never on the agent's session);
+* one statement per action: several get an error observation (the connection survives);
+* a server-side statement timeout plus a watchdog that kills statements running past
+  ``statement_timeout + watchdog_grace`` (the agent could raise its own session limit);
+* results larger than ``max_rows`` rows or ``max_chars`` characters (of ``str(rows)``) are not
+  returned: the observation is an error asking for a LIMIT, the statement is killed and the
+  connection replaced (memory stays bounded by roughly ``max_chars`` per environment);
+* a lost connection or a dead server gives an error observation for that step; the next step
+  reconnects, and a dead embedded server is restarted with pristine data.
+
+One environment must be used by one thread at a time; several environments (one per worker
+thread) may share one server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mysql.connector
+
+from envs.base import EnvironmentError_, Task
+from envs.sql.reward import sql_reward
+from envs.sql.server import SqlServer
+from envs.sql.sqltext import split_statements
+from envs.sql.tasks import SqlDataset
+
+__all__ = ["ERROR_PREFIX", "SqlEnv", "SqlLimits"]
+
+ERROR_PREFIX = "Error executing query: "
+_FIRST_CHUNK = 32
+_MAX_CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class SqlLimits:
+    """Resource limits for agent statements.
+
+    Attributes:
+        statement_timeout: seconds a statement may run (server-side ``max_statement_time``).
+        watchdog_grace: extra seconds before the watchdog sends ``KILL QUERY``.
+        max_rows: largest result (rows) returned as an observation.
+        max_chars: largest result (characters of ``str(rows)``) returned as an observation.
+        gold_timeout: seconds a gold query may run.
+    """
+
+    statement_timeout: float = 10.0
+    watchdog_grace: float = 2.0
+    max_rows: int = 50_000
+    max_chars: int = 5_000_000
+    gold_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("statement_timeout", "watchdog_grace", "max_rows", "max_chars", "gold_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"SqlLimits.{name} must be positive, got {getattr(self, name)!r}")
+
+
+class _ResultTooLarge(Exception):
+    pass
+
+
+class _Session:
+    """One connection logged in as the read-only account of one database."""
+
+    def __init__(self, server: SqlServer, database: str, timeout: float) -> None:
+        self.server = server
+        self.generation = server.generation
+        self.database = database
+        self.connection = server.connect_reader(database)
+        self.timeout_sql = server.session_setup_sql(timeout)
+        self._apply_timeout()
+        self.broken = False
+
+    def _apply_timeout(self) -> None:
+        cur = self.connection.cursor()
+        try:
+            cur.execute(self.timeout_sql)
+        finally:
+            cur.close()
+
+    def usable(self) -> bool:
+        return not self.broken and self.generation == self.server.generation
+
+    def switch(self, database: str) -> None:
+        """Start a clean session on ``database`` (session variables and temp tables reset)."""
+        if database == self.database:
+            self.connection.cmd_reset_connection()
+            self.connection.database = database
+        else:
+            user, password = self.server.reader(database)
+            self.connection.cmd_change_user(username=user, password=password, database=database)
+            self.database = database
+        self._apply_timeout()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # a broken socket cannot say goodbye
+            self.connection.close()
+
+
+class SqlEnv:
+    """InterCode's SQL environment (implements :class:`envs.base.Environment`).
+
+    Args:
+        dataset: tasks and dumps (see :func:`envs.sql.tasks.resolve_dataset`).
+        server: a server holding the dataset's databases.
+        limits: resource limits for agent statements.
+        on_close: called once by :meth:`close` (e.g. to release a pooled server).
+
+    Example:
+        >>> from envs.sql import open_sql_env
+        >>> with open_sql_env("demo") as env:                        # doctest: +SKIP
+        ...     env.reset(0)
+        ...     env.step("SELECT count(*) FROM singer")
+        ...     env.step("submit")
+    """
+
+    name = "intercode-sql"
+
+    def __init__(
+        self,
+        dataset: SqlDataset,
+        server: SqlServer,
+        *,
+        limits: SqlLimits | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self.dataset = dataset
+        self.server = server
+        self.limits = limits or SqlLimits()
+        self._on_close = on_close
+        self._agent: _Session | None = None
+        self._gold: _Session | None = None
+        self._gold_cache: dict[int, tuple[list[Any], bool]] = {}
+        self._task: Task | None = None
+        self._closed = False
+        self.observation: Any = None
+        self.info: dict[str, Any] = {}
+
+    # -- Environment protocol ------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.dataset.tasks)
+
+    def task(self, index: int) -> Task:
+        if not 0 <= index < len(self.dataset.tasks):
+            raise IndexError(f"task index {index} out of range for {self.dataset.name} (0..{len(self) - 1})")
+        return self.dataset.tasks[index]
+
+    def reset(self, index: int) -> tuple[Any, dict[str, Any]]:
+        """Start task ``index``: a fresh read-only session on its database.
+
+        Returns:
+            ``(None, {"action_executed": True})`` as upstream (its ``USE db`` has no result set).
+
+        Raises:
+            IndexError: no such task.
+            EnvironmentError_: the server is unreachable even after recovery.
+        """
+        self._check_open()
+        task = self.task(index)
+        database = task.context.lower()
+        self._agent = self._session(self._agent, database, self.limits.statement_timeout)
+        self._task = task
+        self.observation = None
+        self.info = {"action_executed": True}
+        return self.observation, dict(self.info)
+
+    def step(self, action: str) -> tuple[Any, float, bool, dict[str, Any]]:
+        """Execute one action (``submit`` scores the last observation, ``skip`` gives up)."""
+        self._check_open()
+        if self._task is None:
+            raise EnvironmentError_("call reset(index) before step()")
+        if action == "skip":
+            return "skipped", 0, True, {}
+        if action.startswith("submit"):
+            return self._submit()
+        self.observation, executed = self._execute(action)
+        self.info = {"action_executed": executed}
+        return self.observation, 0, False, dict(self.info)
+
+    def render_observation(self, observation: Any) -> str:
+        """``str(observation)``, exactly what upstream puts in prompts."""
+        return str(observation)
+
+    def close(self) -> None:
+        """Close connections and release the server. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for session in (self._agent, self._gold):
+            if session is not None:
+                session.close()
+        self._agent = self._gold = None
+        if self._on_close is not None:
+            self._on_close()
+
+    def __enter__(self) -> SqlEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- scoring -----------------------------------------------------------------------------------
+    def gold_rows(self, index: int) -> tuple[list[Any], bool]:
+        """The gold query's rows for task ``index`` and whether the gold query errored (cached)."""
+        cached = self._gold_cache.get(index)
+        if cached is not None:
+            return cached
+        task = self.task(index)
+        for attempt in (1, 2):
+            self._gold = self._session(self._gold, task.context.lower(), self.limits.gold_timeout)
+            cursor = self._gold.connection.cursor()
+            try:
+                cursor.execute(task.gold)
+                result: tuple[list[Any], bool] = (cursor.fetchall() if cursor.description else [], False)
+                break
+            except (mysql.connector.InterfaceError, mysql.connector.OperationalError) as err:
+                self._gold.broken = True
+                self.server.recover(self._gold.generation)
+                if attempt == 2:
+                    raise EnvironmentError_(f"gold query of task {index} failed twice: {err}") from err
+            except mysql.connector.Error:
+                result = ([], True)  # a corrupt gold scores as an empty result, as upstream
+                break
+            finally:
+                _close_quietly(cursor)
+        self._gold_cache[index] = result
+        return result
+
+    def _submit(self) -> tuple[Any, float, bool, dict[str, Any]]:
+        assert self._task is not None
+        gold, corrupt = self.gold_rows(self._task.index)
+        reward = sql_reward(self.observation, gold)
+        self.info = {
+            "agent_obs": str(self.observation),
+            "corrupt_gold": corrupt,
+            "eval_obs": str(gold),
+            "reward": reward,
+            "action_executed": True,
+        }
+        return self.observation, reward, True, dict(self.info)
+
+    # -- execution ---------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvironmentError_("this SqlEnv is closed; open a new one with open_sql_env()")
+
+    def _session(self, session: _Session | None, database: str, timeout: float) -> _Session:
+        """``session`` switched to ``database``, or a new one if it is unusable."""
+        for attempt in (1, 2):
+            try:
+                if session is not None and session.usable():
+                    session.switch(database)
+                    return session
+                if session is not None:
+                    session.close()
+                return _Session(self.server, database, timeout)
+            except (mysql.connector.Error, OSError) as err:
+                if session is not None:
+                    session.broken = True
+                seen = session.generation if session is not None else self.server.generation
+                self.server.recover(seen)
+                if attempt == 2:
+                    raise EnvironmentError_(
+                        f"cannot open a session on database {database!r} at {self.server.endpoint}: {err}"
+                    ) from err
+        raise AssertionError("unreachable")
+
+    def _execute(self, action: str) -> tuple[Any, bool]:
+        statements = split_statements(action)
+        if len(statements) > 1:
+            return (
+                f"{ERROR_PREFIX}only one SQL statement per action is allowed (got {len(statements)}); "
+                "send them one at a time",
+                False,
+            )
+        if not statements:
+            return f"{ERROR_PREFIX}Query was empty", False
+        assert self._task is not None
+        if self._agent is None or not self._agent.usable():
+            try:
+                self._agent = self._session(self._agent, self._task.context.lower(), self.limits.statement_timeout)
+            except EnvironmentError_ as err:
+                return f"{ERROR_PREFIX}{err}", False
+        session = self._agent
+        connection = session.connection
+        token = self.server.watchdog.arm(
+            connection.connection_id, self.limits.statement_timeout + self.limits.watchdog_grace
+        )
+        cursor = None
+        try:
+            cursor = connection.cursor()
+            cursor.execute(action)
+            rows = None if cursor.description is None else self._fetch_bounded(connection)
+            return rows, True
+        except _ResultTooLarge:
+            session.broken = True
+            self.server.watchdog.disarm(token)
+            with contextlib.suppress(Exception):  # server trouble surfaces on the next step
+                self.server._kill_query(connection.connection_id)
+            return (
+                f"{ERROR_PREFIX}result too large to show (more than {self.limits.max_rows} rows or "
+                f"{self.limits.max_chars} characters); use LIMIT, WHERE or an aggregate",
+                False,
+            )
+        except mysql.connector.Error as err:
+            if isinstance(err, mysql.connector.InterfaceError | mysql.connector.OperationalError) or (
+                connection.unread_result
+            ):
+                session.broken = True
+                self._recover_quietly(session)
+            return f"{ERROR_PREFIX}{err.msg}", False
+        except Exception as err:  # the driver itself failed; never let that crash a run
+            session.broken = True
+            self._recover_quietly(session)
+            return f"{ERROR_PREFIX}{err}", False
+        finally:
+            self.server.watchdog.disarm(token)
+            if cursor is not None and not session.broken:
+                _close_quietly(cursor)
+
+    def _recover_quietly(self, session: _Session) -> None:
+        with contextlib.suppress(EnvironmentError_):  # the next step reports it through its observation
+            self.server.recover(session.generation)
+
+    def _fetch_bounded(self, connection: Any) -> list[Any]:
+        """All rows of the pending result, or ``_ResultTooLarge`` once a limit is exceeded.
+
+        Rows are read in chunks sized from the average row length so far, so at most about
+        ``max_chars`` characters are held before the limit is noticed.
+        """
+        limits = self.limits
+        rows: list[Any] = []
+        chars = 0
+        chunk = _FIRST_CHUNK
+        while True:
+            part, eof = connection.get_rows(count=chunk)
+            rows.extend(part)
+            if part:
+                chars += len(str(part))
+            if len(rows) > limits.max_rows or chars > limits.max_chars:
+                raise _ResultTooLarge
+            if eof is not None or not connection.unread_result:
+                return rows
+            average = max(1.0, chars / max(1, len(rows)))
+            chunk = int(min(_MAX_CHUNK, limits.max_rows + 1 - len(rows), (limits.max_chars - chars) / average + 1))
+            chunk = max(1, chunk)
+
+
+def _close_quietly(cursor: Any) -> None:
+    with contextlib.suppress(Exception):  # the connection may be gone
+        cursor.close()
