@@ -46,6 +46,14 @@ def _register() -> None:
 
     flows.register(app)
 
+    from stateflow.cli import llm
+
+    llm.register(app)
+
+    from stateflow.cli import data
+
+    data.register(app)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
