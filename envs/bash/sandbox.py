@@ -48,6 +48,11 @@ __all__ = ["CommandResult", "Sandbox", "SandboxLimits", "check_sandbox_support"]
 
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+# Runs as pid 1 of the sandbox: the command's merged output goes through `cat`, so the step ends
+# when every process holding that output has closed it (as with `docker exec`: `x &` whose job
+# still writes keeps the step open), then with the command's exit status. Everything left
+# (daemons that closed their output) dies with the pid namespace when this shell exits.
+_RELAY = '{ rc=$( { { "$@" 2>&1 3>&- 4>&-; echo $? >&4; } | cat >&3; } 4>&1 ); } 3>&1; exit $rc'
 _DOCKER_HINT = "Use backend='docker' on a machine with a Docker engine instead."
 
 
@@ -271,13 +276,14 @@ class Sandbox:
             "--unshare-user", "--uid", "0", "--gid", "0",
             "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
             "--hostname", self.hostname,
-            "--die-with-parent", "--new-session",
+            "--die-with-parent", "--new-session", "--as-pid-1",
             "--clearenv",
             "--setenv", "PATH", SANDBOX_PATH,
             "--setenv", "HOME", "/root",
             "--setenv", "HOSTNAME", self.hostname,
             "--chdir", cwd,
             "--",
+            "/bin/sh", "-c", _RELAY, "sf-run",
         ]  # fmt: skip
         cmd = ["dash", "-c", "; ".join(setup), "sf-sandbox", "nsenter", *ns, "--", *bwrap, *argv]
         proc = subprocess.Popen(
