@@ -138,7 +138,7 @@ class ModelStore:
 
     def locate(
         self,
-        spec: ModelSpec,
+        spec: ModelSpec | None,
         gguf_path: str | os.PathLike[str] | None = None,
         *,
         allow_network: bool = True,
@@ -147,7 +147,7 @@ class ModelStore:
         """Find (or assemble, or download) ``spec``'s model file, trying the sources in order.
 
         Args:
-            spec: the catalogue entry.
+            spec: the catalogue entry (may be ``None`` only together with ``gguf_path``).
             gguf_path: an explicit GGUF file to use instead of the catalogued one.
             allow_network: whether the Hugging Face source may be tried.
             progress: called while bytes are copied or hashed.
@@ -163,6 +163,8 @@ class ModelStore:
                 raise FileNotFoundError(f"GGUF file {path} does not exist")
             _check_magic(path)
             return ModelLocation(path.resolve(), "explicit")
+        if spec is None:
+            raise ValueError("ModelStore.locate needs a catalogue entry or an explicit GGUF path")
         cached = self.cached_path(spec)
         if cached.exists():
             self._verify_cached(spec, progress)
@@ -251,6 +253,7 @@ class ModelStore:
                 path=str(tmp),
             )
         target = self.cached_path(spec)
+        tmp.chmod(0o644)  # mkstemp creates 0600; the cache is meant to be readable like any download
         os.replace(tmp, target)
         self._write_sidecar(spec, target, source)
 

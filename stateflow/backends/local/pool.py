@@ -1,0 +1,144 @@
+"""The per-process pool of managed servers: one server per model, shared by every flow and thread.
+
+Why process-wide: a server holds a model in RAM (0.6-1.3 GB) and a prompt-state cache; a second
+server for the same model in one process would double both and split the cache, so runs that share
+a process must share servers. This is the one process-wide object of the local back-end: it is an
+explicit :class:`LocalServerPool` with a lock, obtainable through :func:`default_pool`, and tests
+or embedders may create their own pools instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from stateflow.backends.local.catalog import model_spec
+from stateflow.backends.local.server import ManagedServer, ServerConfig
+from stateflow.backends.local.store import ModelLocation, ModelStore
+from stateflow.errors import ConfigError
+from stateflow.profiles import ModelProfile
+
+__all__ = ["LocalServerPool", "default_pool", "resolve_endpoint"]
+
+
+class LocalServerPool:
+    """Starts servers lazily, one per model key, and stops them all at exit.
+
+    Args:
+        store: where models are found/assembled (default: the user cache).
+        allow_network: whether a missing model may be downloaded from Hugging Face on first use.
+        **server_options: :class:`ServerConfig` fields applied to every server (``n_ctx``,
+            ``cache_bytes``, ``n_threads``, ``port``...).
+    """
+
+    def __init__(self, store: ModelStore | None = None, *, allow_network: bool = True, **server_options: Any):
+        self.store = store or ModelStore()
+        self.allow_network = allow_network
+        self.server_options = server_options
+        self._lock = threading.Lock()
+        self._servers: dict[str, ManagedServer] = {}
+        self._locations: dict[str, ModelLocation] = {}
+        self._atexit_registered = False
+
+    def server(self, local_model: str, alias: str | None = None) -> ManagedServer:
+        """The (not necessarily running) server for ``local_model``, created on first request.
+
+        Args:
+            local_model: a catalogue key (``local``, ``local-small``) or a path to any GGUF file.
+            alias: the model name to serve under (default: the catalogue alias / the file stem).
+
+        Raises:
+            ConfigError: unknown key. ModelNotFoundError / ModelIntegrityError: see ModelStore.locate.
+        """
+        with self._lock:
+            existing = self._servers.get(local_model)
+            if existing is not None:
+                return existing
+            if local_model.endswith(".gguf") or "/" in local_model:
+                location = self.store.locate(None, local_model)
+                default_alias = Path(local_model).stem
+            else:
+                spec = model_spec(local_model)
+                location = self.store.locate(spec, allow_network=self.allow_network)
+                default_alias = spec.alias
+            config = replace(
+                ServerConfig(model_path=location.path, alias=alias or default_alias), **self.server_options
+            )
+            server = ManagedServer(config)
+            self._servers[local_model] = server
+            self._locations[local_model] = location
+            if not self._atexit_registered:
+                atexit.register(self.close)
+                self._atexit_registered = True
+            return server
+
+    def endpoint(self, local_model: str, alias: str | None = None) -> str:
+        """Base URL (with ``/v1``) of a running server for ``local_model``, starting it if needed."""
+        return self.server(local_model, alias).ensure_running()
+
+    def location(self, local_model: str) -> ModelLocation | None:
+        """Where the model file of a server in this pool came from."""
+        return self._locations.get(local_model)
+
+    def running(self) -> dict[str, ManagedServer]:
+        """The servers whose process is alive, by model key."""
+        with self._lock:
+            return {k: s for k, s in self._servers.items() if s.alive()}
+
+    def close(self) -> None:
+        """Stop every server of this pool (idempotent; registered with ``atexit``)."""
+        with self._lock:
+            servers = list(self._servers.values())
+            self._servers.clear()
+        for server in servers:
+            server.stop()
+
+
+class _DefaultPool:
+    """Holder of the process-wide pool, created on first use under a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: LocalServerPool | None = None
+
+    def get(self) -> LocalServerPool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = LocalServerPool()
+            return self._pool
+
+
+_DEFAULT = _DefaultPool()
+
+
+def default_pool() -> LocalServerPool:
+    """The process-wide pool used by :func:`resolve_endpoint` (see the module docstring for why)."""
+    return _DEFAULT.get()
+
+
+def resolve_endpoint(profile: ModelProfile, pool: LocalServerPool | None = None) -> str:
+    """Base URL (including ``/v1``) of a running managed server for a ``local`` profile.
+
+    Starts the server on first use (thread-safe; concurrent callers share one start) and restarts
+    it if it crashed since the last call; the URL stays the same across restarts whenever the old
+    port is still free. Cheap when the server runs: call it before every request.
+
+    Args:
+        profile: a profile with ``provider="local"``; ``local_model`` is a catalogue key
+            (``local``/``local-small``) or a path to a GGUF file; ``model`` is the served alias.
+        pool: the pool to use (default: :func:`default_pool`).
+
+    Raises:
+        ConfigError: the profile is not a local one.
+        ModelNotFoundError, ModelIntegrityError: the model file is missing or corrupt.
+        RuntimeMissingError, ServerStartError: the runtime is missing or the server cannot start.
+    """
+    if profile.provider != "local" or not profile.local_model:
+        raise ConfigError(
+            f"profile {profile.name!r} (provider {profile.provider!r}) is not served by the embedded "
+            "local LLM; only provider 'local' profiles have a managed endpoint"
+        )
+    return (pool or default_pool()).endpoint(profile.local_model, alias=profile.model)

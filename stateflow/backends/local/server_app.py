@@ -1,0 +1,239 @@
+"""The server child process: llama-cpp-python's OpenAI-compatible app with StateFlow's settings.
+
+Run only as ``python -P .../server_app.py --config JSON`` (it imports nothing from ``stateflow``) by
+:class:`~stateflow.backends.local.server.ManagedServer` (or ``stateflow llm serve``). It reuses
+llama-cpp-python 0.3.36's server (its router, request types, chat template handling and grammar
+support) and adds three things around it:
+
+* **prompt-token accounting**: every non-streaming ``/v1/chat/completions`` and ``/v1/completions``
+  response's ``usage`` carries OpenAI's ``prompt_tokens_details.cached_tokens``, the number of prompt
+  tokens that were NOT evaluated because their KV state was reused (live KV prefix or prompt-state
+  cache); ``GET /stateflow/stats`` gives running totals. The library's own routes would drop that
+  field (their response model is a TypedDict without it), so these two paths are served by thin
+  routes of ours that call the library's handlers and return the JSON unchanged.
+* **a lean prompt-state cache**: llama-cpp-python's ``LlamaRAMCache`` keeps the model state after
+  every request keyed by its tokens, so a request that extends ANY earlier one (another worker's
+  episode, or a state whose system message differs from the last request's) restores that state and
+  evaluates only the new suffix. The stock ``save_state`` also copies the host logits buffer
+  (``n_batch x n_vocab`` floats: ~300 MB for Qwen's 152k vocabulary, not counted against the
+  cache's capacity and useless without ``logits_all``); :class:`AccountingLlama` leaves it out.
+* **a lifeline**: the parent passes the read end of a pipe; when the parent process dies for any
+  reason the pipe reaches EOF and this process exits (``PR_SET_PDEATHSIG`` alone would fire when the
+  parent *thread* that spawned us ends, which is wrong for a server shared by worker threads).
+
+The listening socket is created by the parent and inherited (``--fd``), so a port can never be
+taken between choosing it and binding it.
+"""
+
+# No `from __future__ import annotations`: FastAPI must resolve the route signatures' types.
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+__all__ = ["AccountingLlama", "build_app", "main"]
+
+try:
+    import llama_cpp
+    import llama_cpp.server.app as llama_app
+    from fastapi import Body, FastAPI, Request
+    from fastapi.responses import JSONResponse
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+    from llama_cpp.server.types import CreateChatCompletionRequest, CreateCompletionRequest
+    from starlette.middleware import Middleware
+    from starlette_context.middleware import RawContextMiddleware
+    from starlette_context.plugins import RequestIdPlugin
+except ImportError as err:  # pragma: no cover - the parent checks before spawning
+    raise SystemExit(f"llama-cpp-python[server] is not installed: {err}") from err
+
+
+class AccountingLlama(llama_cpp.Llama):
+    """``llama_cpp.Llama`` that reports how many prompt tokens each completion really evaluated.
+
+    The server's model object is created by llama-cpp-python and then switched to this class
+    (``obj.__class__ = AccountingLlama``), which adds behaviour only, no state at construction.
+    Requests are served one at a time by the library's lock, so per-request fields are safe.
+    """
+
+    def eval(self, tokens: Any) -> None:
+        # The first eval of a request is the prompt suffix that the KV cache did not cover.
+        if getattr(self, "_sf_prompt_evaluated", 0) is None:
+            self._sf_prompt_evaluated = len(tokens)
+        super().eval(tokens)
+
+    def create_completion(self, *args: Any, **kwargs: Any) -> Any:
+        self._sf_prompt_evaluated = None
+        started = time.perf_counter()
+        result = super().create_completion(*args, **kwargs)
+        if isinstance(result, dict) and isinstance(result.get("usage"), dict):
+            usage = result["usage"]
+            evaluated = self._sf_prompt_evaluated or 0
+            cached = max(0, int(usage.get("prompt_tokens", 0)) - evaluated)
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+            stats = self.sf_stats()
+            stats["requests"] += 1
+            stats["prompt_tokens"] += int(usage.get("prompt_tokens", 0))
+            stats["evaluated_prompt_tokens"] += int(usage["prompt_tokens"]) - cached
+            stats["completion_tokens"] += int(usage.get("completion_tokens", 0))
+            stats["seconds"] += time.perf_counter() - started
+        self._sf_prompt_evaluated = 0
+        return result
+
+    def sf_stats(self) -> dict[str, Any]:
+        """Running totals since start (``requests``, ``prompt_tokens``, ``evaluated_prompt_tokens``...)."""
+        if not hasattr(self, "_sf_stats"):
+            self._sf_stats: dict[str, Any] = {
+                "requests": 0,
+                "prompt_tokens": 0,
+                "evaluated_prompt_tokens": 0,
+                "completion_tokens": 0,
+                "seconds": 0.0,
+            }
+        return self._sf_stats
+
+    def save_state(self) -> llama_cpp.LlamaState:
+        if self._logits_all:
+            return super().save_state()
+        size = llama_cpp.llama_state_get_size(self._ctx.ctx)
+        buf = (llama_cpp.ctypes.c_uint8 * int(size))()
+        n_bytes = int(llama_cpp.llama_state_get_data(self._ctx.ctx, buf, size))
+        if n_bytes > int(size):
+            raise RuntimeError("llama_state_get_data wrote more than llama_state_get_size")
+        return llama_cpp.LlamaState(
+            input_ids=self.input_ids[: self.n_tokens].copy(),
+            scores=np.empty((0, self._n_vocab), dtype=np.single),
+            n_tokens=self.n_tokens,
+            llama_state=bytes(memoryview(buf)[:n_bytes]),
+            llama_state_size=n_bytes,
+            seed=self._seed,
+        )
+
+    def load_state(self, state: llama_cpp.LlamaState) -> None:
+        if self._logits_all or state.scores.shape[0] != 0:
+            super().load_state(state)
+            return
+        self.input_ids[: state.n_tokens] = state.input_ids[: state.n_tokens]
+        self.n_tokens = state.n_tokens
+        # Restored state has no fresh logits: generate() replays at least one token first.
+        self._requires_eval = True
+        self._seed = state.seed
+        buf = (llama_cpp.ctypes.c_uint8 * state.llama_state_size).from_buffer_copy(state.llama_state)
+        if llama_cpp.llama_state_set_data(self._ctx.ctx, buf, state.llama_state_size) != state.llama_state_size:
+            raise RuntimeError("llama_state_set_data failed to restore a cached prompt state")
+
+
+def _scrub_settings_env() -> None:
+    # ModelSettings/ServerSettings are pydantic BaseSettings: stray variables such as API_KEY or
+    # CHAT_FORMAT in the user's environment would silently change the server. Every value we
+    # rely on is passed explicitly; the rest must come from defaults, not the environment.
+    for name in (*ModelSettings.model_fields, *ServerSettings.model_fields):
+        os.environ.pop(name.upper(), None)
+        os.environ.pop(name, None)
+
+
+def build_app(config: dict[str, Any]) -> Any:
+    """Create the FastAPI app (loads the model) from the parent's JSON config."""
+    _scrub_settings_env()
+    server_settings = ServerSettings(host=config["host"], port=config["port"], interrupt_requests=False, api_key=None)
+    model_settings = ModelSettings(
+        model=config["model_path"],
+        model_alias=config["alias"],
+        n_ctx=config["n_ctx"],
+        n_batch=config["n_batch"],
+        n_threads=config["n_threads"],
+        n_threads_batch=config["n_threads"],
+        n_gpu_layers=0,
+        logits_all=False,
+        embedding=False,
+        chat_format=None,  # use the chat template stored in the GGUF
+        cache=config["cache_bytes"] > 0,
+        cache_type="ram",
+        cache_size=max(config["cache_bytes"], 1),
+        verbose=config.get("verbose", False),
+    )
+    llama_app.set_server_settings(server_settings)
+    app = FastAPI(
+        title="StateFlow local LLM (llama-cpp-python)",
+        version=llama_cpp.__version__,
+        middleware=[Middleware(RawContextMiddleware, plugins=(RequestIdPlugin(),))],
+    )
+    started = time.time()
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        # Answers without taking the model lock, so it works while a long request runs.
+        return {"status": "ok", "alias": config["alias"], "pid": os.getpid(), "since": started}
+
+    @app.get("/stateflow/stats")
+    async def stats() -> dict[str, Any]:
+        llama = _current_llama()
+        return {"alias": config["alias"], **(llama.sf_stats() if llama is not None else {})}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request, body: CreateChatCompletionRequest = Body(...)) -> Any:  # noqa: B008
+        result = await llama_app.create_chat_completion(request, body)
+        return JSONResponse(result) if isinstance(result, dict) else result
+
+    @app.post("/v1/completions")
+    async def completions(request: Request, body: CreateCompletionRequest = Body(...)) -> Any:  # noqa: B008
+        result = await llama_app.create_completion(request, body)
+        return JSONResponse(result) if isinstance(result, dict) else result
+
+    app.include_router(llama_app.router)  # everything else (models, tokenize...) from the library
+    llama_app.set_llama_proxy(model_settings=[model_settings])  # loads the model
+    llama = _current_llama()
+    if llama is None:
+        raise RuntimeError("llama-cpp-python did not load the model")
+    llama.__class__ = AccountingLlama
+    return app
+
+
+def _current_llama() -> AccountingLlama | None:
+    proxy = llama_app._llama_proxy
+    return getattr(proxy, "_current_model", None) if proxy is not None else None
+
+
+def _watch_lifeline(fd: int) -> None:
+    def wait() -> None:
+        try:
+            while os.read(fd, 1):
+                pass
+        except OSError:
+            pass
+        # The parent is gone: leave at once (no graceful shutdown of a request nobody awaits).
+        os._exit(0)
+
+    threading.Thread(target=wait, name="lifeline", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the child process."""
+    parser = argparse.ArgumentParser(prog="server_app.py")
+    parser.add_argument("--config", required=True, help="JSON object with the server settings")
+    parser.add_argument("--fd", type=int, default=None, help="inherited listening socket")
+    parser.add_argument("--lifeline", type=int, default=None, help="pipe read end; EOF = parent died")
+    args = parser.parse_args(argv)
+    config = json.loads(args.config)
+    if args.lifeline is not None:
+        _watch_lifeline(args.lifeline)
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    import uvicorn
+
+    app = build_app(config)
+    print(f"stateflow-llm: serving {config['alias']} on {config['host']}:{config['port']}", flush=True)
+    if args.fd is not None:
+        uvicorn.run(app, fd=args.fd, log_level="warning", access_log=False)
+    else:
+        uvicorn.run(app, host=config["host"], port=config["port"], log_level="warning", access_log=False)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
