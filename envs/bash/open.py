@@ -52,8 +52,8 @@ def open_bash_env(
         from envs.bash.docker_backend import DockerHost, connect_docker
 
         client = connect_docker()
-        agent = DockerHost(client, data.sources, role="agent")
-        gold = DockerHost(client, data.sources, role="eval")
+        agent = DockerHost(client, data.sources, role="agent", limits=limits)
+        gold = DockerHost(client, data.sources, role="eval", limits=limits)
     else:
         raise EnvironmentError_(f"unknown bash backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     return BashEnv(data, agent, gold, exact_quoting=exact_quoting)
