@@ -65,8 +65,10 @@ def _last(ctx: Context, kind: Kind | str | None) -> Message | None:
     return ctx.history.last(kind)
 
 
-def last_contains(text: str, *, kind: Kind | str | None = None, ignore_case: bool = False) -> Condition:
-    """The last message (of ``kind``, if given) contains ``text``."""
+def last_contains(
+    text: str, *, kind: Kind | str | None = None, ignore_case: bool = False, name: str | None = None
+) -> Condition:
+    """The last message (of ``kind``, if given) contains ``text``; ``name`` overrides the label."""
     needle = text.lower() if ignore_case else text
     where = f"last {Kind(kind).value}" if kind else "last message"
 
@@ -77,10 +79,10 @@ def last_contains(text: str, *, kind: Kind | str | None = None, ignore_case: boo
         hay = m.content.lower() if ignore_case else m.content
         return needle in hay
 
-    return Condition(check, f"{where} contains {text!r}")
+    return Condition(check, name or f"{where} contains {text!r}")
 
 
-def last_matches(pattern: str, *, kind: Kind | str | None = None, flags: int = 0) -> Condition:
+def last_matches(pattern: str, *, kind: Kind | str | None = None, flags: int = 0, name: str | None = None) -> Condition:
     """The last message (of ``kind``, if given) matches the regular expression (``re.search``)."""
     compiled = re.compile(pattern, flags)
     where = f"last {Kind(kind).value}" if kind else "last message"
@@ -89,17 +91,17 @@ def last_matches(pattern: str, *, kind: Kind | str | None = None, flags: int = 0
         m = _last(ctx, kind)
         return m is not None and compiled.search(m.content) is not None
 
-    return Condition(check, f"{where} ~ /{pattern}/")
+    return Condition(check, name or f"{where} ~ /{pattern}/")
 
 
-def meta_is(key: str, value: Any = True, *, kind: Kind | str = Kind.TOOL) -> Condition:
+def meta_is(key: str, value: Any = True, *, kind: Kind | str = Kind.TOOL, name: str | None = None) -> Condition:
     """The last message of ``kind`` (default: tool) reports ``meta[key] == value``."""
 
     def check(ctx: Context) -> bool:
         m = _last(ctx, kind)
         return m is not None and m.meta.get(key) == value
 
-    return Condition(check, f"{Kind(kind).value}.{key} == {value!r}")
+    return Condition(check, name or f"{Kind(kind).value}.{key} == {value!r}")
 
 
 def predicate(fn: Callable[[Context], bool], name: str | None = None) -> Condition:

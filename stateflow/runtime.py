@@ -306,12 +306,16 @@ class _Episode:
         self.prompter.register_reply([Agent, None], self._prompter_reply, position=0)
         self.executor = ConversableAgent(EXECUTOR, **quiet)
         self.executor.register_reply([Agent, None], self._executor_reply, position=0)
+        # Tools are registered in AutoGen's function map and invoked through it. Two different
+        # tools may share a display name, so each Tool object gets its own key.
         tools: dict[str, Any] = {}
+        self._tool_keys: dict[int, str] = {}
         for st in flow.states.values():
             for out in st.outputs:
-                if isinstance(out, Tool):
-                    tools[out.name] = out.fn
-        # Tools are registered in AutoGen's function map and invoked through it.
+                if isinstance(out, Tool) and id(out) not in self._tool_keys:
+                    key = out.name if out.name not in tools else f"{out.name}_{len(tools)}"
+                    tools[key] = out.fn
+                    self._tool_keys[id(out)] = key
         self.executor.register_function(tools)
         self.llm_agents: dict[str, StateAgent] = {}
         for st in flow.states.values():
@@ -407,7 +411,7 @@ class _Episode:
         out = self._pending
         assert isinstance(out, Tool)
         t0 = time.perf_counter()
-        result = self.executor.function_map[out.name](self.ctx)
+        result = self.executor.function_map[self._tool_keys[id(out)]](self.ctx)
         latency = time.perf_counter() - t0
         if isinstance(result, str):
             result = ToolResult(result)

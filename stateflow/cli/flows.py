@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from stateflow.errors import ConfigError
@@ -104,9 +105,9 @@ def register(app: typer.Typer) -> None:
         table.add_column("rules (priority order)")
         for name, st in f.states.items():
             outs = ", ".join(o.label for o in st.outputs) or "-"
-            rules = "\n".join(f"-> {r.target} [{r.label}]" for r in f.rules_from(name)) if not st.final else "(final)"
+            rules = "\n".join(f"{i}. -> {r.target}  if {r.label}" for i, r in enumerate(f.rules_from(name), 1))
             marker = " (initial)" if name == f.initial else ""
-            table.add_row(name + marker, outs, rules)
+            table.add_row(escape(name + marker), escape(outs), escape(rules) if not st.final else "(final)")
         console.print(table)
         for w in [*f.warnings, *(str(c.message) for c in caught if issubclass(c.category, FlowWarning))]:
             console.print(f"[yellow]warning:[/] {w}")

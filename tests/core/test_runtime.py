@@ -178,3 +178,15 @@ def test_cassette_records_then_replays_offline_and_exactly(tmp_path):
 def test_cassette_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(CassetteMiss, match="not found"):
         Cassette(tmp_path / "none.jsonl", "replay")
+
+
+def test_two_tools_with_the_same_name_stay_distinct():
+    # Regression: the function map was keyed by tool name, so the second tool replaced the first.
+    from stateflow import Tool
+
+    first = State("First", Tool(lambda ctx: "from first", "run"))
+    second = State("Second", Tool(lambda ctx: "from second", "run"))
+    end = State("End", final=True)
+    f = Flow("tools", initial=first, transitions=[Transition(first, second), Transition(second, end)])
+    r = run(f, "T", models=scripted(), scripts={"fake": ScriptedLLM([])})
+    assert [m.content for m in r.history][1:] == ["from first", "from second"]

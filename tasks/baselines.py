@@ -1,0 +1,127 @@
+"""The paper's baselines, defined as flows so they run on exactly the same harness.
+
+* **ReAct**: one looping state; the system message holds few-shot Thought/Action/Observation
+  trajectories.
+* **ReAct_Refined**: the same, with examples that start by inspecting (SHOW TABLES/DESC, ls).
+* **Plan & Solve**: a Plan state writes a plan (no action), then an Execute state loops.
+* **Try Again** (InterCode's n-turn runner): after every action the last observation is scored;
+  the agent sees the score and tries again until it reaches 1 or runs out of turns. The episode's
+  reward is the best score seen.
+"""
+
+from __future__ import annotations
+
+from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolResult, Transition, meta_is
+from tasks.actions import parse_action
+from tasks.grammar import THOUGHT_ACTION_GBNF
+from tasks.prompts import load_prompt
+from tasks.tools import REPEAT_NOTE, ObservationFormat, env_done, execute, turns_exhausted
+
+__all__ = ["build_plan_solve", "build_react", "build_try_again"]
+
+
+def _fmt(domain: str, fmt: ObservationFormat | None) -> ObservationFormat:
+    return fmt or ObservationFormat(full_schema=domain == "sql")
+
+
+def _system(domain: str, key: str) -> str:
+    return load_prompt(domain, "system") + "\n\n" + load_prompt(domain, key)
+
+
+def build_react(
+    domain: str, *, refined: bool = False, grammar: bool = False, fmt: ObservationFormat | None = None
+) -> Flow:
+    """ReAct (or ReAct_Refined) for ``domain`` ("sql" or "bash")."""
+    act = State(
+        "Act",
+        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None),
+        execute(fmt=_fmt(domain, fmt)),
+        description="think, act, observe",
+    )
+    end = State("End", final=True)
+    return Flow(
+        f"{domain}-react{'-refined' if refined else ''}",
+        initial=act,
+        transitions=[
+            Transition(ANY, end, when=env_done),
+            Transition(ANY, end, when=turns_exhausted()),
+            Transition(act, act),
+        ],
+        max_transitions=40,
+        system_message=_system(domain, "react_refined" if refined else "react"),
+        description="ReAct baseline (Yao et al. 2023)",
+    )
+
+
+def build_plan_solve(domain: str, *, grammar: bool = False, fmt: ObservationFormat | None = None) -> Flow:
+    """Plan & Solve: plan once, then execute step by step."""
+    plan = State("Plan", Prompt(load_prompt(domain, "plan")), LLM(), description="write a plan, no action")
+    solve = State(
+        "Execute",
+        Prompt(load_prompt(domain, "plan_execute")),
+        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None),
+        execute(fmt=_fmt(domain, fmt)),
+        description="carry out the plan",
+    )
+    end = State("End", final=True)
+    return Flow(
+        f"{domain}-plan-solve",
+        initial=plan,
+        states=[plan, solve, end],
+        transitions=[
+            Transition(ANY, end, when=env_done),
+            Transition(ANY, end, when=turns_exhausted()),
+            Transition(plan, solve),
+            Transition(solve, solve),
+        ],
+        max_transitions=40,
+        system_message=load_prompt(domain, "system"),
+        description="Plan & Solve baseline (Wang et al. 2023)",
+    )
+
+
+def _execute_and_score(fmt: ObservationFormat) -> Tool:
+    plain = execute(fmt=fmt).fn
+
+    def run(ctx: Context) -> ToolResult:
+        last = ctx.history.last(Kind.LLM)
+        if last is not None and parse_action(last.content).kind == "submit":
+            return plain(ctx)  # the agent may still end the episode itself
+        result = plain(ctx)
+        if result.meta.get("action") is None:  # malformed response: nothing to score
+            return result
+        _, reward, _, _ = ctx.env.step("submit")  # scores the last observation; env stays usable
+        best = max(reward, ctx.vars.get("best_reward", float("-inf")))
+        ctx.vars["best_reward"] = best
+        solved = reward == 1
+        if solved:
+            ctx.vars["done"] = True
+            ctx.vars["reward"] = reward
+        text = result.content.removesuffix(REPEAT_NOTE) + f"\nScore: {reward}" + ("" if solved else ". Try again.")
+        return ToolResult(text, {**result.meta, "reward": reward, "solved": solved})
+
+    return Tool(run, "execute_and_score")
+
+
+def build_try_again(domain: str, *, grammar: bool = False, fmt: ObservationFormat | None = None) -> Flow:
+    """InterCode's Try-Again loop: act, get scored, retry until solved or out of turns."""
+    attempt = State(
+        "Attempt",
+        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None),
+        _execute_and_score(_fmt(domain, fmt)),
+        description="run a command and see its score",
+    )
+    end = State("End", final=True)
+    return Flow(
+        f"{domain}-try-again",
+        initial=attempt,
+        transitions=[
+            Transition(ANY, end, when=env_done),
+            Transition(ANY, end, when=meta_is("solved", True, name="scored 1")),
+            Transition(ANY, end, when=turns_exhausted()),
+            Transition(attempt, attempt),
+        ],
+        max_transitions=40,
+        system_message=_system(domain, "try_again"),
+        description="InterCode Try-Again baseline (Yang et al. 2023)",
+    )

@@ -1,0 +1,154 @@
+"""The environment as a StateFlow tool, and the conditions the task flows branch on.
+
+:func:`execute` builds the tool that runs the agent's action (or a fixed command, e.g. Init's
+``SHOW TABLES``) in the run's InterCode environment (``ctx.env``) and reports structured facts in
+the message's ``meta``: ``ok`` (upstream's ``action_executed``), ``done``, ``reward``,
+``action`` and ``statement`` (the command's first keyword).
+
+Episode bookkeeping lives in ``ctx.vars``: ``turns`` (environment interactions),
+``failed`` (actions that did not execute), ``reward``/``done`` after a submit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from stateflow import Condition, Context, Kind, Tool, ToolResult, meta_is, predicate
+from tasks.actions import Action, parse_action, statement_kind
+
+__all__ = [
+    "ObservationFormat",
+    "action_failed",
+    "env_done",
+    "execute",
+    "failure_text",
+    "statement_is",
+    "turns_exhausted",
+]
+
+
+@dataclass(frozen=True)
+class ObservationFormat:
+    """How observations are shown to the agent (scoring always uses the full observation).
+
+    Upstream's runners cut observations to 350 characters or 25 rows. ``full_schema`` keeps
+    ``SHOW``/``DESC`` results whole so the agent sees every column name: a documented deviation
+    from upstream (agent-visible only; rewards are unaffected), off with ``full_schema=False``.
+    ``flag_repeats`` adds a note when the agent repeats its previous action verbatim (small
+    models at temperature 0 tend to loop on one wrong command).
+    """
+
+    max_chars: int = 350
+    max_rows: int = 25
+    full_schema: bool = True
+    flag_repeats: bool = True
+
+    def render(self, observation: object, statement: str) -> str:
+        rows = None
+        if isinstance(observation, list):
+            rows = len(observation)
+            if rows > self.max_rows:
+                observation = observation[: self.max_rows]
+        text = str(observation)
+        keep_whole = self.full_schema and statement in ("SHOW", "DESC")
+        if not keep_whole and len(text) > self.max_chars:
+            text = text[: self.max_chars] + "..."
+        if rows is not None and rows > self.max_rows:
+            text += f" ({rows} rows in total, first {self.max_rows} shown)"
+        return text
+
+
+REPEAT_NOTE = "\n(Note: you already ran exactly this command and got this result. Try a different action.)"
+INVALID_ACTION = (
+    "Invalid response format. Reply with a 'Thought: ...' line and then either "
+    "'Action: execute[<command>]' or 'Action: submit'."
+)
+
+
+def execute(command: str | None = None, *, fmt: ObservationFormat | None = None, name: str = "execute") -> Tool:
+    """A tool that runs ``command`` (or the action parsed from the last LLM message).
+
+    An unparseable response becomes a failed action with an explanation (it costs a turn, like
+    an invalid command upstream), so the flow routes it to its error handling.
+    """
+    fmt = fmt or ObservationFormat()
+
+    def run_action(ctx: Context) -> ToolResult:
+        env = ctx.env
+        if env is None:
+            raise RuntimeError("the execute tool needs an environment: run(..., env=ENV)")
+        if command is not None:
+            action = Action("execute", command)
+        else:
+            last = ctx.history.last(Kind.LLM)
+            action = parse_action(last.content if last else "")
+        if action.kind == "invalid":
+            ctx.vars["turns"] = ctx.vars.get("turns", 0) + 1
+            ctx.vars["failed"] = ctx.vars.get("failed", 0) + 1
+            return ToolResult(INVALID_ACTION, {"ok": False, "done": False, "action": None, "statement": ""})
+        observation, reward, done, info = env.step(action.as_env_action())
+        if action.kind == "submit":
+            ctx.vars["done"] = True
+            ctx.vars["reward"] = reward
+            ctx.vars["submit_info"] = info
+            text = f"Submitted. Reward: {reward}"
+            return ToolResult(text, {"ok": True, "done": True, "reward": reward, "action": "submit"})
+        ctx.vars["turns"] = ctx.vars.get("turns", 0) + 1
+        ok = bool(info.get("action_executed", True))
+        if not ok:
+            ctx.vars["failed"] = ctx.vars.get("failed", 0) + 1
+        statement = statement_kind(action.command)
+        text = fmt.render(observation, statement)
+        if text == "":
+            text = "(no output)"
+        repeated = fmt.flag_repeats and ctx.vars.get("last_action") == action.command
+        if repeated:
+            text += REPEAT_NOTE
+        ctx.vars["last_action"] = action.command
+        ctx.vars["done"] = bool(done)
+        meta = {"ok": ok, "done": bool(done), "action": action.command, "statement": statement, "repeated": repeated}
+        return ToolResult(text, meta)
+
+    return Tool(run_action, name)
+
+
+env_done: Condition = meta_is("done", True, name="submitted")
+"""The environment ended the episode (the agent submitted)."""
+
+action_failed: Condition = meta_is("ok", False, name="action failed")
+"""The last action did not execute (upstream's ``action_executed`` is False) or was malformed."""
+
+
+def statement_is(*keywords: str) -> Condition:
+    """The last action executed successfully and starts with one of ``keywords`` (``SELECT``, ``DESC``)."""
+    wanted = {k.upper() for k in keywords}
+
+    def check(ctx: Context) -> bool:
+        m = ctx.history.last(Kind.TOOL)
+        return m is not None and m.meta.get("ok") is True and m.meta.get("statement", "").upper() in wanted
+
+    return predicate(check, f"ran {'/'.join(sorted(wanted))}")
+
+
+def turns_exhausted(limit_var: str = "max_turns") -> Condition:
+    """The episode used its environment turns (``ctx.vars[limit_var]``; no limit when unset)."""
+
+    def check(ctx: Context) -> bool:
+        limit = ctx.vars.get(limit_var)
+        return limit is not None and ctx.vars.get("turns", 0) >= limit
+
+    return predicate(check, "turn limit reached")
+
+
+def failure_text(markers: Iterable[str]) -> Condition:
+    """The last tool output contains one of ``markers`` (the paper's Bash error detection)."""
+    items = tuple(markers)
+
+    def check(ctx: Context) -> bool:
+        m = ctx.history.last(Kind.TOOL)
+        return m is not None and (
+            (m.meta.get("ok") is False and m.meta.get("action") is None) or any(x in m.content for x in items)
+        )
+
+    return predicate(check, "output shows an error")
