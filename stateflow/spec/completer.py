@@ -75,12 +75,21 @@ class ScriptedCompleter:
     Args:
         outputs: texts returned in order, one per call, or ``fn(request) -> str``.
         supports_grammar: whether the monitor may send grammars (they are recorded, not applied).
+        honour_stop: apply stop sequences (``False`` mimics servers that drop some, e.g. OpenAI
+            keeps only four).
 
     The scripted text is what the "model" wants to write; ``stop`` and ``max_tokens`` are then
     applied as a server would (``stop_sequence`` is reported, as vLLM does).
     """
 
-    def __init__(self, outputs: Sequence[str] | Callable[[CompletionRequest], str], *, supports_grammar: bool = False):
+    def __init__(
+        self,
+        outputs: Sequence[str] | Callable[[CompletionRequest], str],
+        *,
+        supports_grammar: bool = False,
+        honour_stop: bool = True,
+    ):
+        self.honour_stop = honour_stop
         self._outputs = outputs
         self._next = 0
         self._lock = threading.Lock()
@@ -104,7 +113,7 @@ class ScriptedCompleter:
                 self._next += 1
         hit: str | None = None
         cut = len(text)
-        for s in stop:
+        for s in stop if self.honour_stop else ():
             i = text.find(s)
             if 0 <= i < cut:
                 cut, hit = i, s

@@ -51,6 +51,21 @@ class Segmenter:
         ordered = sorted(self._by_text, key=len, reverse=True)  # longest alternative first
         self._re = re.compile("^(?:" + "|".join(re.escape(t) for t in ordered) + ")", re.MULTILINE)
 
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """The state texts, longest first."""
+        return tuple(sorted(self._by_text, key=len, reverse=True))
+
+    def settled_marker(self, line: str) -> str | None:
+        """The state whose text starts the (possibly unfinished) ``line``, if more characters
+        cannot turn it into a longer text; ``None`` otherwise."""
+        m = self._re.match(line)
+        if m is None:
+            return None
+        if any(len(t) > len(line) and t.startswith(line) for t in self._by_text):
+            return None
+        return self._by_text[m.group(0)]
+
     def split(self, text: str) -> list[Segment]:
         """Split ``text``; a leading piece with ``state=None`` holds text before any marker
         (only when it is not blank)."""
