@@ -33,7 +33,7 @@ import mysql.connector
 
 from envs.base import EnvironmentError_, Task
 from envs.sql.reward import sql_reward
-from envs.sql.server import SqlServer
+from envs.sql.server import ACCESS_DENIED, SqlServer
 from envs.sql.sqltext import split_statements
 from envs.sql.tasks import SqlDataset
 
@@ -42,6 +42,8 @@ __all__ = ["ERROR_PREFIX", "SqlEnv", "SqlLimits"]
 ERROR_PREFIX = "Error executing query: "
 _FIRST_CHUNK = 32
 _MAX_CHUNK = 4096
+# server errors after which the session is gone: killed, shutting down, gone away, lost
+_CONNECTION_ENDED = frozenset({1053, 1927, 2006, 2013, 2055, 4031})
 
 
 @dataclass(frozen=True)
@@ -270,6 +272,9 @@ class SqlEnv:
             except (mysql.connector.Error, OSError) as err:
                 if session is not None:
                     session.broken = True
+                if getattr(err, "errno", None) == ACCESS_DENIED:
+                    with contextlib.suppress(mysql.connector.Error):
+                        self.server.repair_reader(database)  # the agent changed its password
                 seen = session.generation if session is not None else self.server.generation
                 self.server.recover(seen)
                 if attempt == 2:
@@ -316,8 +321,10 @@ class SqlEnv:
                 False,
             )
         except mysql.connector.Error as err:
-            if isinstance(err, mysql.connector.InterfaceError | mysql.connector.OperationalError) or (
-                connection.unread_result
+            if (
+                isinstance(err, mysql.connector.InterfaceError | mysql.connector.OperationalError)
+                or err.errno in _CONNECTION_ENDED
+                or connection.unread_result
             ):
                 session.broken = True
                 self._recover_quietly(session)

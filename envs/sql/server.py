@@ -30,7 +30,9 @@ from mysql.connector.constants import ClientFlag
 from envs.base import EnvironmentError_
 from envs.sql.watchdog import QueryWatchdog
 
-__all__ = ["Endpoint", "SqlServer", "open_connection", "quote_name"]
+__all__ = ["ACCESS_DENIED", "Endpoint", "SqlServer", "open_connection", "quote_name"]
+
+ACCESS_DENIED = 1045  # ER_ACCESS_DENIED_ERROR: wrong password
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,7 @@ class SqlServer(ABC):
             if self._admin is None:
                 user, password = self.admin_login()
                 self._admin = open_connection(self.endpoint, user, password)
-                if "mariadb" not in self._admin.get_server_info().lower():
+                if "mariadb" not in str(self._admin.server_info).lower():
                     self.flavor = "mysql"
             cursor = self._admin.cursor()
             try:
@@ -174,9 +176,25 @@ class SqlServer(ABC):
             return user, password
 
     def connect_reader(self, database: str, *, timeout: float = 10.0) -> Any:
-        """A new connection as the read-only account of ``database``, with it selected."""
+        """A new connection as the read-only account of ``database``, with it selected.
+
+        An agent may change its own account's password (``SET PASSWORD`` needs no privilege);
+        a refused login therefore restores the password once and retries.
+        """
         user, password = self.reader(database)
-        return open_connection(self.endpoint, user, password, database.lower(), timeout=timeout)
+        try:
+            return open_connection(self.endpoint, user, password, database.lower(), timeout=timeout)
+        except mysql.connector.ProgrammingError as err:
+            if err.errno != ACCESS_DENIED:
+                raise
+            self.repair_reader(database)
+            return open_connection(self.endpoint, user, password, database.lower(), timeout=timeout)
+
+    def repair_reader(self, database: str) -> None:
+        """Restore the password of ``database``'s read-only account."""
+        user, password = self.reader(database)
+        with self.admin() as cur:
+            cur.execute(f"ALTER USER '{user}'@'%' IDENTIFIED BY '{password}'")
 
     def session_setup_sql(self, seconds: float) -> str:
         """The ``SET SESSION`` statement every environment session starts with.
