@@ -19,7 +19,9 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import tempfile
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
@@ -181,8 +183,11 @@ class ModelStore:
                 )
             self._assemble(spec, [f for _, f in parts if f is not None], progress)
             return ModelLocation(cached, "parts")
-        tried.append(f"part packages ({spec.parts[0].dist} .. {spec.parts[-1].dist}: not installed)")
-        if allow_network:
+        if spec.parts:
+            tried.append(f"part packages ({spec.parts[0].dist} .. {spec.parts[-1].dist}: not installed)")
+        if allow_network and not _hub_reachable():
+            tried.append(f"Hugging Face (endpoint {_hub_endpoint()} unreachable)")
+        elif allow_network:
             try:
                 self._download(spec, progress)
                 return ModelLocation(cached, "huggingface")
@@ -309,6 +314,23 @@ def _part_file(part: PartPackage) -> Path | None:
             path = Path(str(dist.locate_file(rel)))
             return path if path.is_file() else None
     return None
+
+
+def _hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hub's host accepts a TCP connection (huggingface_hub itself retries for ~20 s)."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    url = urllib.parse.urlsplit(_hub_endpoint())
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _check_magic(path: Path) -> None:
