@@ -20,9 +20,7 @@ def mariadb_missing() -> bool:
     return shutil.which("mariadbd", path=path) is None or shutil.which("mariadb-install-db", path=path) is None
 
 
-needs_mariadb = pytest.mark.skipif(
-    mariadb_missing(), reason="MariaDB server not installed (run scripts/setup_sql.sh)"
-)
+needs_mariadb = pytest.mark.skipif(mariadb_missing(), reason="MariaDB server not installed (run scripts/setup_sql.sh)")
 
 
 def spider_dir() -> Path | None:

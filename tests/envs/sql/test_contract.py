@@ -123,7 +123,7 @@ class SqlEnvContract:
         env.reset(0)  # creates the task's read-only account before the snapshot
         before = env.server.snapshot()
         for action in HOSTILE_ACTIONS:
-            obs, reward, done, info = env.step(action)
+            obs, _reward, _done, info = env.step(action)
             assert info["action_executed"] is False, (action, obs)
             assert isinstance(obs, str) and obs.startswith(ERROR_PREFIX), (action, obs)
         assert env.step("SELECT LOAD_FILE('/etc/passwd')")[0] == [(None,)]  # no FILE privilege

@@ -55,9 +55,8 @@ def test_bounded(agent: list, gold: list) -> None:
 @given(rows, rows)
 def test_disjoint_results_score_zero(agent: list, gold: list) -> None:
     shared = {str(r) for r in agent} & {str(r) for r in gold}
-    if gold or agent:
-        if not shared:
-            assert sql_reward(agent, gold) == 0.0
+    if (gold or agent) and not shared:
+        assert sql_reward(agent, gold) == 0.0
 
 
 @settings(max_examples=200)
