@@ -158,7 +158,7 @@ class Sandbox:
         if self._rootless:
             unshare[1:1] = ["--user", "--map-root-user"]
         self._keeper = subprocess.Popen(
-            [*unshare, "--", "/bin/sh"],
+            [*unshare, "--", "/bin/sh", "-s", "sf-bash-keeper"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -1,0 +1,92 @@
+"""Fixtures for the bash environment tests: real sandboxes that never outlive the session."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envs.base import EnvironmentError_
+from envs.bash import BashEnv, SandboxLimits, open_bash_env
+from envs.bash.cgroups import CGROUP_ROOT
+from envs.datasets import DataNotFoundError, locate_intercode_dir
+
+# A short wall-clock limit keeps timeout and fork-bomb tests at about a second each.
+FAST = SandboxLimits(timeout_s=2.0, cpu_seconds=5)
+
+
+def _sandbox_problem() -> str | None:
+    try:
+        from envs.bash.rootfs import locate_base_root
+        from envs.bash.sandbox import check_sandbox_support
+
+        check_sandbox_support()
+        locate_base_root()
+    except EnvironmentError_ as err:
+        return str(err)
+    return None
+
+
+SANDBOX_PROBLEM = _sandbox_problem()
+needs_sandbox = pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bash sandbox unavailable: {SANDBOX_PROBLEM}")
+
+
+def bash_data_dir() -> Path | None:
+    try:
+        return locate_intercode_dir(need="bash") / "bash"
+    except DataNotFoundError:
+        return None
+
+
+needs_shared_data = pytest.mark.skipif(
+    bash_data_dir() is None, reason="InterCode bash data (../shared/data/intercode/bash) not found"
+)
+
+
+def leftovers() -> dict[str, list[str]]:
+    """Sandbox resources visible from the host: mounts, processes, cgroups, state dirs."""
+    mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET,SOURCE"], capture_output=True, text=True).stdout
+    procs = subprocess.run(["pgrep", "-af", "sf-bash-"], capture_output=True, text=True).stdout
+    groups = [
+        str(p)
+        for sub in ("", "pids", "memory")
+        if (CGROUP_ROOT / sub).is_dir()
+        for p in (CGROUP_ROOT / sub).glob("stateflow-bash-*")
+    ]
+    return {
+        "mounts": [line for line in mounts.splitlines() if "sf-bash" in line],
+        "processes": [line for line in procs.splitlines() if "pgrep" not in line],
+        "cgroups": groups,
+        "state_dirs": [str(p) for p in Path("/tmp").glob("sf-bash-*")],
+    }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_left_behind() -> Iterator[None]:
+    """After the whole bash test session, no sandbox resource may remain on the host."""
+    yield
+    if SANDBOX_PROBLEM is None:
+        import gc
+
+        gc.collect()
+        left = leftovers()
+        assert not any(left.values()), f"sandbox resources left behind: {left}"
+
+
+@pytest.fixture(scope="module")
+def demo_env() -> Iterator[BashEnv]:
+    if SANDBOX_PROBLEM is not None:
+        pytest.skip(f"bash sandbox unavailable: {SANDBOX_PROBLEM}")
+    with open_bash_env("demo") as env:
+        yield env
+
+
+@pytest.fixture(scope="module")
+def fast_env() -> Iterator[BashEnv]:
+    """Demo tasks with a 2 s command timeout (for timeouts and hostile actions)."""
+    if SANDBOX_PROBLEM is not None:
+        pytest.skip(f"bash sandbox unavailable: {SANDBOX_PROBLEM}")
+    with open_bash_env("demo", limits=FAST) as env:
+        yield env
