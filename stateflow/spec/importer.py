@@ -1,0 +1,293 @@
+"""Import an agent spec as a runnable StateFlow :class:`~stateflow.flow.Flow`.
+
+Mapping:
+
+* every declared state becomes a StateFlow state whose outputs are ``Prompt(cue)`` followed by
+  ``LLM(...)`` (LLM states: the model writes the state's content, cued by the state's text,
+  stopping at any other state's text; for grammar-capable providers a GBNF grammar bounds the
+  content or restricts it to the allowed values) or ``Tool(handler)`` (env-input states: the
+  caller's handler supplies the content: a tool, the environment, a user);
+* an extra final state (``Done``, renamed if a declared state has that name) ends the run;
+* δ follows the automaton. The run carries the automaton state implicitly: it is recomputed
+  from the history (one LLM or tool message per state entry, in order), so it is exact in both
+  views and across retries. When several next states are valid, an LLM judge (the core's
+  :class:`~stateflow.conditions.Judge`, one per distinct set of options) asks the model which
+  comes next; when one is valid it is taken without a call;
+* a value outside a state's allowed values is a violation: the state is entered again (the
+  invalid entry does not count for the automaton), at most ``max_retries`` times in a row,
+  then :class:`~stateflow.spec.errors.SpecViolationError` ends the run. Values are never
+  coerced;
+* an env-input handler returning ``ToolResult(..., meta={"done": True})`` ends the run where
+  the behaviour may stop.
+
+Every state can use its own model: the run's model assignment maps declared state names to
+profiles, as for any flow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from stateflow.conditions import Condition, Judge
+from stateflow.flow import Flow, State, Transition
+from stateflow.messages import Kind
+from stateflow.outputs import LLM, Context, Prompt, Tool, ToolResult
+from stateflow.spec.compiled import AgentSpec
+from stateflow.spec.errors import SpecError, SpecViolationError
+from stateflow.spec.grammar import DEFAULT_MAX_CONTENT, content_grammar
+
+__all__ = ["EnvHandler", "SpecFlow", "spec_to_flow", "task_input"]
+
+EnvHandler = Callable[[Context], "ToolResult | str"]
+_END_CHOICE = "end"
+
+
+def task_input(ctx: Context) -> str:
+    """An env-input handler that supplies the run's task text (e.g. for a ``Question`` state)."""
+    return ctx.task
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9_-]+", "-", name.lower())
+
+
+@dataclass(frozen=True)
+class SpecFlow:
+    """A spec imported as a flow, with what is needed to interpret its runs.
+
+    Attributes:
+        flow: the runnable flow.
+        spec: the compiled spec.
+        end_state: name of the added final state.
+    """
+
+    flow: Flow
+    spec: AgentSpec
+    end_state: str
+
+    def trace(self, ctx_or_history: Any) -> list[str]:
+        """Declared states entered validly so far (from a Context, History or RunResult)."""
+        history = getattr(ctx_or_history, "history", ctx_or_history)
+        return _valid_trace(self.spec, history)
+
+
+def _content_of(spec: AgentSpec, state: str, content: str) -> str:
+    text = content.strip()
+    cue = spec.state(state).text
+    if text.startswith(cue):  # chat models sometimes repeat the cue they were given
+        text = text[len(cue) :].strip()
+    return text
+
+
+def _valid_trace(spec: AgentSpec, history: Any) -> list[str]:
+    trace = []
+    for m in history:
+        if m.kind not in (Kind.LLM, Kind.TOOL) or m.state not in spec.spec.states:
+            continue
+        choices = spec.state(m.state).choices
+        if choices and _content_of(spec, m.state, m.content) not in choices:
+            continue  # an invalid value: the entry is retried and does not count
+        trace.append(m.state)
+    return trace
+
+
+class _Decider:
+    """Picks the next declared state (or the end) after each state; one object per flow."""
+
+    def __init__(self, spec: AgentSpec, max_retries: int, judge_profile: str | None):
+        self.spec = spec
+        self.max_retries = max_retries
+        self.judges: dict[tuple[str, ...], Judge] = {}
+        dfa = spec.dfa
+        for q in range(dfa.num_states):
+            options = self._options(q)
+            if len(options) > 1 and options not in self.judges:
+                listing = "; ".join(
+                    "end (finish now)" if o == _END_CHOICE else f"{_slug(o)} (next line starts {spec.state(o).text!r})"
+                    for o in options
+                )
+                labels = tuple(_END_CHOICE if o == _END_CHOICE else _slug(o) for o in options)
+                self.judges[options] = Judge(
+                    question=f"Which step comes next? Options: {listing}. Reply with the option's first word only.",
+                    choices=labels,
+                    profile=judge_profile,
+                    name="next-" + "-or-".join(labels),
+                )
+
+    def _options(self, q: int) -> tuple[str, ...]:
+        out = list(self.spec.dfa.next_states(q))
+        if self.spec.dfa.may_stop(q) and out:
+            out.append(_END_CHOICE)
+        return tuple(out)
+
+    def decide(self, ctx: Context) -> str:
+        key = ("_spec_decision", len(ctx.history))
+        cached = ctx.vars.get("_spec_decision")
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        decision = self._decide(ctx)
+        ctx.vars["_spec_decision"] = (key, decision)
+        return decision
+
+    def _decide(self, ctx: Context) -> str:
+        spec, dfa = self.spec, self.spec.dfa
+        last = ctx.history.last()
+        if last is not None and last.kind == Kind.LLM and last.state == ctx.state:
+            choices = spec.state(ctx.state).choices
+            if choices and _content_of(spec, ctx.state, last.content) not in choices:
+                retries = ctx.vars.get("spec_retries", 0) + 1
+                ctx.vars["spec_retries"] = retries
+                ctx.vars.setdefault("spec_violations", []).append(
+                    f"{ctx.state}: {last.content.strip()[:80]!r} is not one of {list(choices)}"
+                )
+                if retries > self.max_retries:
+                    trace = _valid_trace(spec, ctx.history)
+                    q = dfa.run(trace)
+                    raise SpecViolationError(
+                        f"state {ctx.state!r} produced {retries} invalid values in a row; allowed: {list(choices)}",
+                        dfa_state=-1 if q is None else q,
+                        valid=tuple(choices),
+                        detail=last.content[:200],
+                    )
+                return ctx.state  # retry the state: the invalid entry does not count
+        ctx.vars["spec_retries"] = 0
+        trace = _valid_trace(spec, ctx.history)
+        q = dfa.run(trace)
+        if q is None:  # cannot happen: transitions only follow the automaton
+            raise SpecViolationError(f"run left the spec at {trace}", dfa_state=-1, valid=())
+        ctx.vars["spec_dfa_state"] = q
+        options = self._options(q)
+        if not options:
+            return _END_CHOICE
+        if last is not None and last.kind == Kind.TOOL and last.meta.get("done") and dfa.may_stop(q):
+            return _END_CHOICE
+        if len(options) == 1:
+            return options[0]
+        judge = self.judges[options]
+        assert ctx.ask is not None
+        answer = ctx.ask(judge)
+        if answer is None:
+            ctx.vars.setdefault("spec_fallbacks", []).append(
+                f"judge {judge.name} gave no valid option at automaton state {q}; took {options[0]}"
+            )
+            return options[0]
+        return options[judge.choices.index(answer)]
+
+
+def spec_to_flow(
+    spec: AgentSpec,
+    *,
+    env_inputs: Mapping[str, EnvHandler],
+    instructions: Mapping[str, str] | None = None,
+    system_message: str | None = None,
+    use_grammar: bool = True,
+    max_content: int = DEFAULT_MAX_CONTENT,
+    max_transitions: int = 40,
+    max_retries: int = 2,
+    judge_profile: str | None = None,
+) -> SpecFlow:
+    """Build a StateFlow flow that runs ``spec``.
+
+    Args:
+        spec: the compiled spec.
+        env_inputs: a handler for every env-input state (``ctx -> ToolResult | str``); use
+            :func:`task_input` for a state that receives the task.
+        instructions: optional extra instruction per declared state (shown before its cue).
+        system_message: the flow's system message (default: one generated from the spec).
+        use_grammar: give LLM states a content grammar (enforced by llama.cpp/vLLM providers,
+            monitor-only elsewhere).
+        max_content: bound on free content in grammars.
+        max_transitions: the flow's transition bound.
+        max_retries: invalid values allowed in a row for a constrained state.
+        judge_profile: profile of the next-state judges (default: the state's own model).
+
+    Raises:
+        SpecError: an env-input state without a handler, or a handler for an unknown state.
+    """
+    decl = spec.spec.states
+    missing = [n for n in spec.spec.env_states if n not in env_inputs]
+    unknown = [n for n in env_inputs if n not in decl or not decl[n].env_input]
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append(f"no handler for env-input state(s) {missing}")
+        if unknown:
+            parts.append(f"handlers given for {unknown}, which are not env-input states")
+        raise SpecError("; ".join(parts) + f"; env-input states: {list(spec.spec.env_states)}", source=spec.spec.source)
+    instructions = dict(instructions or {})
+    stops = tuple("\n" + s.text for s in decl.values())
+    states: dict[str, State] = {}
+    for name, d in decl.items():
+        cue = d.text if name not in instructions else f"{instructions[name]}\n{d.text}"
+        if d.env_input:
+            states[name] = State(name, Prompt(cue), Tool(env_inputs[name], name=f"input_{_slug(name)}"))
+        else:
+            grammar = content_grammar(spec, name, max_content=max_content) if use_grammar else None
+            states[name] = State(name, Prompt(cue), LLM(grammar=grammar, stop=stops), description=d.text)
+    end_name = "Done"
+    while end_name in decl:
+        end_name = "_" + end_name
+    end = State(end_name, final=True, description="the behaviour is complete")
+    decider = _Decider(spec, max_retries, judge_profile)
+    judges = tuple(decider.judges.values())
+
+    def goes_to(target: str) -> Condition:
+        return Condition(lambda ctx: decider.decide(ctx) == target, f"spec: next is {target}", judges)
+
+    dfa = spec.dfa
+    first = dfa.next_states(dfa.start)
+    rules: list[Transition] = []
+    start_state: State
+    if len(first) == 1 and not dfa.may_stop(dfa.start):
+        start_state = states[first[0]]
+    else:
+        start_name = "Start"
+        while start_name in decl or start_name == end_name:
+            start_name = "_" + start_name
+        start_state = State(start_name, description="chooses the first state")
+        for t in first:
+            rules.append(Transition(start_state, states[t], when=goes_to(t)))
+        rules.append(Transition(start_state, end, when=goes_to(_END_CHOICE)))
+    for s in decl:
+        targets: list[str] = []
+        can_end = False
+        for _q, edges in dfa.transitions.items():
+            r = edges.get(s)
+            if r is None:
+                continue
+            targets += [t for t in dfa.next_states(r) if t not in targets]
+            can_end = can_end or dfa.may_stop(r)
+        if spec.state(s).choices and s not in targets:
+            targets.append(s)  # retries after an invalid value
+        for t in sorted(targets, key=list(decl).index):
+            rules.append(Transition(states[s], states[t], when=goes_to(t)))
+        if can_end:
+            rules.append(Transition(states[s], end, when=goes_to(_END_CHOICE)))
+    used = {start_state.name, end_name} | {r.target for r in rules}
+    all_states = [start_state, *[st for n, st in states.items() if n in used and st is not start_state], end]
+    flow = Flow(
+        spec.name,
+        initial=start_state,
+        states=all_states,
+        transitions=rules,
+        max_transitions=max_transitions,
+        system_message=system_message if system_message is not None else _system_message(spec),
+        description=f"imported from agent spec {spec.spec.source}",
+    )
+    return SpecFlow(flow, spec, end_name)
+
+
+def _system_message(spec: AgentSpec) -> str:
+    lines = [
+        f"You are an agent following the '{spec.name}' format. Each step is one line that starts with "
+        "its label. You will be given the label of the step to write; reply with that step's content "
+        "only (one line, without the label). Labels:",
+    ]
+    for d in spec.spec.states.values():
+        role = "given to you" if d.env_input else "written by you"
+        extra = f"; one of: {', '.join(d.choices)}" if d.choices else ""
+        lines.append(f"- {d.text} ({role}{extra})")
+    return "\n".join(lines)
