@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from envs.datasets import candidate_dirs
+from stateflow.errors import StateFlowError
 
 __all__ = [
     "DATA_FILES",
@@ -39,8 +40,8 @@ __all__ = [
 UPSTREAM_BASE_URL = "https://raw.githubusercontent.com/princeton-nlp/intercode/master/"
 
 
-class FetchError(OSError):
-    """A download failed or produced a file with the wrong checksum."""
+class FetchError(StateFlowError):
+    """A download failed, or a file (downloaded or found) has the wrong checksum."""
 
 
 @dataclass(frozen=True)
