@@ -54,6 +54,10 @@ def _register() -> None:
 
     data.register(app)
 
+    from stateflow.cli import spec
+
+    spec.register(app)
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
