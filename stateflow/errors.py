@@ -9,6 +9,7 @@ __all__ = [
     "FlowDefinitionError",
     "LLMError",
     "NoTransitionError",
+    "RunTimeout",
     "StateFlowError",
     "StepLimitExceeded",
 ]
@@ -59,6 +60,10 @@ class NoTransitionError(StateFlowError):
 
 class StepLimitExceeded(StateFlowError):
     """Raised only when a flow asks for it; by default hitting the bound ends the run normally."""
+
+
+class RunTimeout(StateFlowError):
+    """A run exceeded its wall-clock budget (checked before each output function)."""
 
 
 class LLMError(StateFlowError):

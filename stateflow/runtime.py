@@ -37,7 +37,7 @@ from stateflow.backends.cassette import Cassette, RecordingClient, ReplayClient
 from stateflow.backends.endpoints import config_entry, constraint_fields
 from stateflow.backends.scripted import ScriptedClient, ScriptedLLM
 from stateflow.conditions import Judge
-from stateflow.errors import ConfigError, LLMError, NoTransitionError, StateFlowError
+from stateflow.errors import ConfigError, LLMError, NoTransitionError, RunTimeout, StateFlowError
 from stateflow.flow import Flow, State
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.outputs import LLM, Context, OutputFunction, Prompt, Tool, ToolResult
@@ -281,9 +281,11 @@ class _Episode:
         env: Any,
         vars: dict[str, Any] | None,
         max_transitions: int,
+        deadline: float | None = None,
     ):
         self.flow, self.view, self.backends = flow, view, backends
         self.max_transitions = max_transitions
+        self.deadline = deadline
         self.history = History()
         self.ctx = Context(task=task, history=self.history, state=flow.initial, env=env, vars=dict(vars or {}))
         self.ctx.ask = self._ask
@@ -353,6 +355,8 @@ class _Episode:
             return None
 
     def _next_speaker(self) -> Agent | None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise RunTimeout(f"run exceeded its time budget in state {self.ctx.state!r}")
         while True:
             state = self.flow.states[self.ctx.state]
             outputs = self.view.emitted_outputs(state)
@@ -505,6 +509,7 @@ def run(
     cassette: Cassette | None = None,
     max_transitions: int | None = None,
     vars: Mapping[str, Any] | None = None,
+    timeout_s: float | None = None,
     raise_errors: bool = True,
 ) -> RunResult:
     """Run ``flow`` on ``task`` and return its exit state, history and trace.
@@ -520,6 +525,8 @@ def run(
         cassette: record or replay every model call of this run.
         max_transitions: overrides the flow's bound.
         vars: initial per-run variables for tools.
+        timeout_s: wall-clock budget; checked before each output function (a model call in
+            flight is bounded by its profile's timeout), then the run fails with ``RunTimeout``.
         raise_errors: re-raise the exception that ended a run (the partial result is attached
             as ``err.result``); with False the result carries ``stop_reason="error"``.
 
@@ -536,8 +543,16 @@ def run(
     for judge in flow.judges():
         assignment.profile_for(flow.initial, judge.profile)
     backends = LLMBackends(assignment, scripts, cassette)
+    deadline = time.monotonic() + timeout_s if timeout_s else None
     episode = _Episode(
-        flow, task, view or StateFlowView(), backends, env, dict(vars or {}), max_transitions or flow.max_transitions
+        flow,
+        task,
+        view or StateFlowView(),
+        backends,
+        env,
+        dict(vars or {}),
+        max_transitions or flow.max_transitions,
+        deadline,
     )
     result = episode.run()
     if episode.failure is not None and raise_errors:

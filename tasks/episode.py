@@ -1,0 +1,151 @@
+"""One episode: reset the environment, run a method's flow on the task, score, make a record.
+
+Scoring follows upstream's runners: if the agent never submitted (turn limit, malformed
+replies), the last observation is submitted for it; the reward is clipped at 0 in ``reward``
+(as the StateFlow reference runner does) and kept unclipped in ``reward_raw``. Try-Again keeps
+the best score it saw. Success means ``reward_raw == 1``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from envs.base import Environment, Task
+from stateflow import ModelAssignment, ModelProfile, run
+from stateflow.backends.scripted import ScriptedLLM
+from tasks.actions import parse_action
+from tasks.methods import build_method
+
+__all__ = ["ORACLE_PROFILE", "EpisodeSpec", "oracle_script", "run_episode", "task_prompt"]
+
+ORACLE_PROFILE = ModelProfile(name="oracle", model="gold-replay", provider="scripted", api_key_env=None)
+
+
+def task_prompt(domain: str, task: Task) -> str:
+    """The first message of an episode."""
+    return f"Question: {task.query}" if domain == "sql" else f"Task: {task.query}"
+
+
+def oracle_script(task: Task) -> ScriptedLLM:
+    """The gold-replay policy: run the gold command once it has not run yet, then submit.
+
+    It reads only the conversation (like a model would), so it works with every method: in
+    Plan & Solve the plan step also "proposes" the gold, which then runs in the next state.
+    """
+    action = f"execute[{task.gold}]"
+
+    def reply(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        proposed_at = [i for i, m in enumerate(messages) if action in str(m.get("content") or "")]
+        ran = bool(proposed_at) and any(m.get("name") == "environment" for m in messages[proposed_at[0] + 1 :])
+        if ran:
+            return "Thought: the gold command has run; its output is the answer.\nAction: submit"
+        return f"Thought: replaying the gold command.\nAction: {action}"
+
+    return ScriptedLLM(reply)
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """Everything an episode needs besides the environment."""
+
+    benchmark: str  # "intercode-sql" | "intercode-bash"
+    domain: str  # "sql" | "bash"
+    dataset: str
+    method: str
+    models: ModelAssignment
+    models_label: str
+    max_turns: int = 10
+    timeout_s: float | None = 600.0
+    grammar: bool = False
+    oracle: bool = False
+    scripts: Mapping[str, ScriptedLLM] | None = None
+
+
+def _submit_for_agent(env: Environment) -> tuple[float, dict[str, Any]]:
+    _, reward, _, info = env.step("submit")
+    return float(reward), info
+
+
+def run_episode(
+    env: Environment, index: int, spec: EpisodeSpec, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, Any]:
+    """Run one task and return its result record (never raises for agent or model failures)."""
+    t0 = clock()
+    task = env.task(index)
+    env.reset(index)
+    flow, view = build_method(spec.method, spec.domain, grammar=spec.grammar)
+    if spec.oracle:
+        models: ModelAssignment | ModelProfile = ORACLE_PROFILE
+        scripts: Mapping[str, ScriptedLLM] = {"oracle": oracle_script(task)}
+    else:
+        models, scripts = spec.models, (spec.scripts or {})
+    result = run(
+        flow,
+        task_prompt(spec.domain, task),
+        models=models,
+        view=view,
+        env=env,
+        scripts=scripts,
+        vars={"max_turns": spec.max_turns},
+        timeout_s=spec.timeout_s,
+        raise_errors=False,
+    )
+    v = result.vars
+    status = "ok"
+    if result.stop_reason == "error":
+        status = "timeout" if (result.error or "").startswith("RunTimeout") else "error"
+    submitted = bool(v.get("done"))
+    if "best_reward" in v:  # Try-Again: the best score over all attempts
+        reward_raw = float(v.get("reward", v["best_reward"]))
+        submit_info: dict[str, Any] = {}
+    elif submitted:
+        reward_raw = float(v.get("reward", 0.0))
+        submit_info = dict(v.get("submit_info") or {})
+    else:
+        try:
+            reward_raw, submit_info = _submit_for_agent(env)
+        except Exception as err:  # the environment itself failed: record it, keep going
+            reward_raw, submit_info = 0.0, {}
+            status, result.error = "error", f"{type(err).__name__}: {err} (while scoring)"
+    usage = result.usage()
+    actions = [m for m in result.history if m.kind.value == "llm"]
+    return {
+        "benchmark": spec.benchmark,
+        "dataset": spec.dataset,
+        "method": spec.method,
+        "view": result.view,
+        "flow": result.flow,
+        "models": "oracle" if spec.oracle else spec.models_label,
+        "task": index,
+        "query": task.query,
+        "gold": task.gold,
+        "hardness": task.hardness,
+        "context": task.context,
+        "status": status,
+        "error": result.error,
+        "stop_reason": result.stop_reason,
+        "submitted": submitted,
+        "reward_raw": reward_raw,
+        "reward": max(reward_raw, 0.0),
+        "success": reward_raw == 1.0,
+        "turns": int(v.get("turns", 0)),
+        "failed_actions": int(v.get("failed", 0)),
+        "invalid_replies": sum(parse_action(m.content).kind == "invalid" for m in actions),
+        "llm_calls": usage.calls,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "cost": usage.cost,
+        "usage_by_state": {k: u.to_dict() for k, u in result.usage_by_state().items()},
+        "usage_by_model": {k: u.to_dict() for k, u in result.usage_by_model().items()},
+        "path": result.path,
+        "transitions": [t.to_dict() for t in result.transitions],
+        "history": result.history.to_list(),
+        "eval": {k: str(submit_info[k])[:2000] for k in ("agent_obs", "eval_obs") if k in submit_info},
+        "wall_s": round(clock() - t0, 4),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }

@@ -1,0 +1,81 @@
+"""The results file: one JSON line per finished episode, safe against crashes.
+
+Each record is written with a single ``write`` on a file opened with ``O_APPEND`` and then
+``fsync``-ed, so a ``kill -9`` leaves at most one torn last line. Loading tolerates exactly that:
+a final line without its newline (or not valid JSON) is reported and cut off before new records
+are appended, and every complete line is kept. A corrupt line in the *middle* is an error naming
+the file and line, because silently skipping it would lose a finished task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stateflow.errors import StateFlowError
+
+__all__ = ["ResultsFile", "episode_key"]
+
+
+def episode_key(record: dict[str, Any]) -> tuple[str, str, str, int]:
+    """What identifies an episode for resuming: benchmark, method, models, task index."""
+    return (record["benchmark"], record["method"], record["models"], int(record["task"]))
+
+
+@dataclass
+class LoadReport:
+    records: list[dict[str, Any]]
+    torn_tail: bool
+
+
+class ResultsFile:
+    """Append-only JSONL of episode records."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def load(self, *, repair: bool = False) -> LoadReport:
+        """Read every complete record; with ``repair``, cut a torn last line off the file."""
+        if not self.path.exists():
+            return LoadReport([], False)
+        raw = self.path.read_bytes()
+        cut = raw.rfind(b"\n") + 1  # records end with a newline: anything after the last one is torn
+        records: list[dict[str, Any]] = []
+        for lineno, line in enumerate(raw[:cut].split(b"\n")[:-1], 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise StateFlowError(
+                    f"{self.path}:{lineno}: corrupt result record ({err.msg}); fix or remove that line"
+                ) from err
+        torn = cut < len(raw)
+        if torn and repair:
+            with self.path.open("r+b") as fh:
+                fh.truncate(cut)
+        return LoadReport(records, torn)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record atomically (one write, then fsync)."""
+        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                written = os.write(fd, data)
+                if written != len(data):  # e.g. disk full: do not leave half a record behind
+                    raise OSError(f"short write to {self.path} ({written} of {len(data)} bytes)")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def extend(self, records: Iterable[dict[str, Any]]) -> None:
+        for r in records:
+            self.append(r)
