@@ -119,31 +119,33 @@ def bench_replay(dataset: str) -> None:
     )
 
 
+def _threaded_replay(dataset: str, workers: int, shared: bool) -> tuple[float, float, int]:
+    """Replay split across ``workers`` threads; returns wall time, slowest open, reward-1 count."""
+    shared_pool = EmbeddedServerPool()
+    results = [0] * workers
+    opened = [0.0] * workers
+
+    def work(slot: int) -> None:
+        pool = shared_pool if shared else EmbeddedServerPool()
+        t = time.perf_counter()
+        with open_sql_env(dataset, pool=pool) as env:
+            opened[slot] = time.perf_counter() - t
+            results[slot] = _replay(env, range(slot, len(env), workers))
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start, max(opened), sum(results)
+
+
 def bench_threads(dataset: str, workers: int) -> None:
     for shared in (True, False):
-        shared_pool = EmbeddedServerPool()
-        results: list[int] = [0] * workers
-        opened: list[float] = [0.0] * workers
-
-        def work(slot: int, shared: bool = shared, shared_pool: EmbeddedServerPool = shared_pool) -> None:
-            pool = shared_pool if shared else EmbeddedServerPool()
-            t = time.perf_counter()
-            with open_sql_env(dataset, pool=pool) as env:
-                opened[slot] = time.perf_counter() - t
-                results[slot] = _replay(env, range(slot, len(env), workers))
-
-        start = time.perf_counter()
-        threads = [threading.Thread(target=work, args=(s,)) for s in range(workers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - start
+        wall, slowest, ones = _threaded_replay(dataset, workers, shared)
         mode = "one shared server" if shared else "one server per env"
-        print(
-            f"{workers} threads, {mode}: wall {wall:.2f} s, slowest open {max(opened):.2f} s, "
-            f"reward-1 {sum(results)}"
-        )
+        print(f"{workers} threads, {mode}: wall {wall:.2f} s, slowest open {slowest:.2f} s, reward-1 {ones}")
 
 
 def main() -> None:
