@@ -75,11 +75,15 @@ class SpecFlow:
 
 
 def _content_of(spec: AgentSpec, state: str, content: str) -> str:
-    text = content.strip()
-    cue = spec.state(state).text
-    if text.startswith(cue):  # chat models sometimes repeat the cue they were given
-        text = text[len(cue) :].strip()
-    return text
+    """The state's content in a model message: text up to the first line that starts with a
+    state text (the spec's splitting rule), without a repeated cue."""
+    segments = spec.segmenter.split(content.strip())
+    if not segments:
+        return ""
+    first = segments[0]
+    if first.state is None or first.state == state:
+        return first.content
+    return ""  # the message starts with another state's text: no content for this state
 
 
 def _valid_trace(spec: AgentSpec, history: Any) -> list[str]:
@@ -102,8 +106,8 @@ class _Decider:
         self.max_retries = max_retries
         self.judges: dict[tuple[str, ...], Judge] = {}
         dfa = spec.dfa
-        for q in range(dfa.num_states):
-            options = self._options(q)
+        for q, allow_end in [(q, True) for q in range(dfa.num_states)] + [(dfa.start, False)]:
+            options = self._options(q, allow_end)
             if len(options) > 1 and options not in self.judges:
                 listing = "; ".join(
                     "end (finish now)" if o == _END_CHOICE else f"{_slug(o)} (next line starts {spec.state(o).text!r})"
@@ -117,9 +121,9 @@ class _Decider:
                     name="next-" + "-or-".join(labels),
                 )
 
-    def _options(self, q: int) -> tuple[str, ...]:
+    def _options(self, q: int, allow_end: bool) -> tuple[str, ...]:
         out = list(self.spec.dfa.next_states(q))
-        if self.spec.dfa.may_stop(q) and out:
+        if allow_end and self.spec.dfa.may_stop(q) and out:
             out.append(_END_CHOICE)
         return tuple(out)
 
@@ -159,7 +163,7 @@ class _Decider:
         if q is None:  # cannot happen: transitions only follow the automaton
             raise SpecViolationError(f"run left the spec at {trace}", dfa_state=-1, valid=())
         ctx.vars["spec_dfa_state"] = q
-        options = self._options(q)
+        options = self._options(q, allow_end=bool(trace))  # a run does not end before its first step
         if not options:
             return _END_CHOICE
         if last is not None and last.kind == Kind.TOOL and last.meta.get("done") and dfa.may_stop(q):
@@ -241,7 +245,7 @@ def spec_to_flow(
     first = dfa.next_states(dfa.start)
     rules: list[Transition] = []
     start_state: State
-    if len(first) == 1 and not dfa.may_stop(dfa.start):
+    if len(first) == 1:
         start_state = states[first[0]]
     else:
         start_name = "Start"
@@ -250,7 +254,6 @@ def spec_to_flow(
         start_state = State(start_name, description="chooses the first state")
         for t in first:
             rules.append(Transition(start_state, states[t], when=goes_to(t)))
-        rules.append(Transition(start_state, end, when=goes_to(_END_CHOICE)))
     for s in decl:
         targets: list[str] = []
         can_end = False
