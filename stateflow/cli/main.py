@@ -46,6 +46,10 @@ def _register() -> None:
 
     flows.register(app)
 
+    from stateflow.cli import run as run_commands
+
+    run_commands.register(app)
+
     from stateflow.cli import llm
 
     llm.register(app)

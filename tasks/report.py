@@ -1,0 +1,247 @@
+"""Reports over episode records: a paper-style table, PNG plots and a self-contained HTML page.
+
+The HTML page needs no network: plots are embedded as PNG data, each method's state graph as
+SVG drawn by Graphviz, and a few lines of JavaScript highlight the path an episode took and show
+its messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import shutil
+import subprocess
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from stateflow.graph import to_dot
+from tasks.metrics import GROUP_KEYS, Row, summarize, tokens_by_state
+
+__all__ = ["metrics_table", "write_html", "write_plots", "write_report"]
+
+_COLUMNS = [
+    ("SR %", "sr", "{:.2f}"),
+    ("reward", "reward", "{:.3f}"),
+    ("raw", "reward_raw", "{:.3f}"),
+    ("turns", "turns", "{:.2f}"),
+    ("error %", "error_rate", "{:.2f}"),
+    ("cost $", "cost", "{:.4f}"),
+    ("p-tokens", "p_tokens", "{:.0f}"),
+    ("c-tokens", "c_tokens", "{:.0f}"),
+    ("errored", "errored", "{}"),
+]
+
+
+def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: str = "results") -> Table:
+    """A rich table in the paper's layout."""
+    t = Table(title=title)
+    for k in keys:
+        t.add_column(k)
+    t.add_column("n", justify="right")
+    for head, _, _ in _COLUMNS:
+        t.add_column(head, justify="right")
+    for r in rows:
+        d = r.as_dict(keys)
+        t.add_row(*r.group, str(r.n), *(fmt.format(d[attr]) for _, attr, fmt in _COLUMNS))
+    return t
+
+
+def _label(group: tuple[str, ...]) -> str:
+    return " / ".join(group[1:]) if len(group) > 1 else group[0]
+
+
+def write_plots(records: list[dict[str, Any]], out: Path) -> list[Path]:
+    """``success_vs_cost.png`` and ``tokens_by_state.png`` in ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = summarize(records)
+    paths = []
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in rows:
+        # Cost is 0 for local models, so plot prompt tokens per task when no row has a price.
+        x = r.cost if any(q.cost for q in rows) else r.p_tokens
+        ax.scatter([x], [r.sr], s=60)
+        ax.annotate(_label(r.group), (x, r.sr), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.set_xlabel("total cost ($)" if any(q.cost for q in rows) else "prompt tokens per task")
+    ax.set_ylabel("success rate (%)")
+    ax.set_title("success vs cost")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    p = out / "success_vs_cost.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(p)
+
+    per_state = tokens_by_state(records)
+    states = sorted({s for d in per_state.values() for s in d})
+    groups = sorted(per_state)
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(groups) + 2), 4.5))
+    bottom = [0.0] * len(groups)
+    for s in states:
+        vals = [per_state[g].get(s, {}).get("prompt", 0) + per_state[g].get(s, {}).get("completion", 0) for g in groups]
+        ax.bar(range(len(groups)), vals, bottom=bottom, label=s)
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax.set_xticks(range(len(groups)), [_label(g) for g in groups], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("tokens per task")
+    ax.set_title("tokens by state")
+    if states:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    p = out / "tokens_by_state.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(p)
+    return paths
+
+
+def _svg_for(method: str, benchmark: str) -> str:
+    """The method's state graph as inline SVG (empty string with a note if Graphviz is absent)."""
+    from tasks.methods import build_method
+    from tasks.runner import BENCHMARKS
+
+    dot = shutil.which("dot")
+    if dot is None:
+        return "<p class=note>Graphviz is not installed, so the state graph is not drawn.</p>"
+    try:
+        flow, _ = build_method(method, BENCHMARKS[benchmark])
+    except (ValueError, KeyError) as err:
+        return f"<p class=note>no graph: {html.escape(str(err))}</p>"
+    proc = subprocess.run([dot, "-Tsvg"], input=to_dot(flow), text=True, capture_output=True)
+    if proc.returncode != 0:
+        return f"<p class=note>Graphviz failed: {html.escape(proc.stderr[:200])}</p>"
+    svg = proc.stdout
+    return svg[svg.find("<svg") :]
+
+
+def _episode_view(r: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    return {
+        "task": r["task"],
+        "success": r["success"],
+        "reward": r["reward_raw"],
+        "status": r["status"],
+        "error": r.get("error"),
+        "query": r["query"],
+        "path": r["path"],
+        "turns": r["turns"],
+        "tokens": r["prompt_tokens"] + r["completion_tokens"],
+        "messages": [
+            {"state": m["state"], "kind": m["kind"], "name": m["name"], "content": m["content"][:max_chars]}
+            for m in r.get("history", [])
+        ],
+    }
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:24px;color:#222}
+table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+th{background:#f3f3f3}td:first-child,td:nth-child(2),td:nth-child(3){text-align:left}
+.group{margin:28px 0;border-top:2px solid #888;padding-top:8px}.cols{display:flex;gap:24px;align-items:flex-start}
+.graph{min-width:320px;max-width:45%}.graph svg{max-width:100%;height:auto}
+.episodes{font-size:13px}.ep{cursor:pointer;padding:1px 4px}.ep.ok{color:#176117}.ep.bad{color:#a11}
+.ep.sel{background:#ffe9a8}.msgs{font-size:12px;white-space:pre-wrap;max-height:520px;overflow:auto}
+.m{border-left:4px solid #ccc;margin:4px 0;padding:2px 6px}.m.llm{border-color:#3a6ea5}.m.tool{border-color:#5a9}
+.m.prompt{border-color:#bbb;color:#555}.note{color:#a60}
+img{width:48%;min-width:360px;vertical-align:top}
+g.hl > ellipse, g.hl > polygon, g.hl > path{stroke:#e07000;stroke-width:3}
+"""
+
+_JS = """
+const data = JSON.parse(document.getElementById('episodes').textContent);
+function show(gid, idx) {
+  const ep = data[gid][idx];
+  const box = document.getElementById('g' + gid);
+  box.querySelectorAll('.ep').forEach((e, i) => e.classList.toggle('sel', i === idx));
+  const pairs = new Set();
+  for (let i = 0; i + 1 < ep.path.length; i++) pairs.add(ep.path[i] + '->' + ep.path[i + 1]);
+  box.querySelectorAll('svg g.node').forEach(n => {
+    const t = n.querySelector('title');
+    n.classList.toggle('hl', !!t && ep.path.includes(t.textContent));
+  });
+  box.querySelectorAll('svg g.edge').forEach(e => {
+    const t = e.querySelector('title');
+    e.classList.toggle('hl', !!t && pairs.has(t.textContent.replace('&#45;&gt;', '->')));
+  });
+  const msgs = box.querySelector('.msgs');
+  msgs.textContent = '';
+  const head = document.createElement('div');
+  head.textContent = 'task ' + ep.task + ' | reward ' + ep.reward + ' | ' + ep.status +
+    (ep.error ? ' (' + ep.error + ')' : '') + ' | path: ' + ep.path.join(' > ');
+  msgs.appendChild(head);
+  for (const m of ep.messages) {
+    const d = document.createElement('div');
+    d.className = 'm ' + m.kind;
+    d.textContent = '[' + m.state + ' / ' + m.name + '] ' + m.content;
+    msgs.appendChild(d);
+  }
+}
+document.querySelectorAll('.ep').forEach(e => e.addEventListener('click', () => show(+e.dataset.g, +e.dataset.i)));
+data.forEach((eps, g) => { if (eps.length) show(g, 0); });
+document.body.dataset.ready = 'yes';
+"""
+
+
+def write_html(records: list[dict[str, Any]], out: Path, plots: Sequence[Path] = (), max_chars: int = 4000) -> Path:
+    """A self-contained ``report.html`` in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = summarize(records)
+    table = ["<table><tr>", *(f"<th>{html.escape(k)}</th>" for k in GROUP_KEYS), "<th>n</th>"]
+    table += [f"<th>{html.escape(h)}</th>" for h, _, _ in _COLUMNS] + ["</tr>"]
+    for r in rows:
+        d = r.as_dict(GROUP_KEYS)
+        cells = [*r.group, str(r.n), *(fmt.format(d[a]) for _, a, fmt in _COLUMNS)]
+        table.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    table.append("</table>")
+    by_group: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_group[(r["benchmark"], r["method"], r["models"])].append(r)
+    sections, data = [], []
+    for gid, (key, rs) in enumerate(sorted(by_group.items())):
+        rs = sorted(rs, key=lambda r: r["task"])
+        data.append([_episode_view(r, max_chars) for r in rs])
+        items = "".join(
+            f'<div class="ep {"ok" if r["success"] else "bad"}" data-g="{gid}" data-i="{i}">'
+            f"task {r['task']}: reward {r['reward_raw']:.2f}, {r['turns']} turns — {html.escape(r['query'][:90])}</div>"
+            for i, r in enumerate(rs)
+        )
+        sections.append(
+            f'<div class="group" id="g{gid}"><h2>{html.escape(" / ".join(key))}</h2><div class="cols">'
+            f'<div class="graph">{_svg_for(key[1], key[0])}</div>'
+            f'<div class="episodes">{items}</div><div class="msgs"></div></div></div>'
+        )
+    images = "".join(
+        f'<img alt="{html.escape(p.stem)}" src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
+        for p in plots
+    )
+    payload = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>StateFlow report</title>"
+        f"<style>{_CSS}</style></head><body><h1>StateFlow report</h1>{''.join(table)}<div>{images}</div>"
+        f"{''.join(sections)}<script type='application/json' id='episodes'>{payload}</script>"
+        f"<script>{_JS}</script></body></html>"
+    )
+    path = out / "report.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def write_report(records: list[dict[str, Any]], out: Path) -> dict[str, Path]:
+    """Plots, HTML and ``metrics.json`` (overall and by hardness) in ``out``."""
+    plots = write_plots(records, out)
+    html_path = write_html(records, out, plots)
+    metrics = {
+        "overall": [r.as_dict(GROUP_KEYS) for r in summarize(records)],
+        "by_hardness": [r.as_dict((*GROUP_KEYS, "hardness")) for r in summarize(records, (*GROUP_KEYS, "hardness"))],
+        "tokens_by_state": {" / ".join(g): v for g, v in tokens_by_state(records).items()},
+    }
+    mpath = out / "metrics.json"
+    mpath.write_text(json.dumps(metrics, indent=2))
+    return {"html": html_path, "metrics": mpath, **{p.stem: p for p in plots}}
