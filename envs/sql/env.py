@@ -180,6 +180,8 @@ class SqlEnv:
         self._check_open()
         if self._task is None:
             raise EnvironmentError_("call reset(index) before step()")
+        if not isinstance(action, str):
+            raise TypeError(f"an action must be a string, got {type(action).__name__}")
         if action == "skip":
             return "skipped", 0, True, {}
         if action.startswith("submit"):

@@ -244,6 +244,9 @@ class MariadbProcess:
             "--collation-server=utf8mb4_general_ci",
             "--lower-case-table-names=1",
             "--max-connections=500",
+            # defaults that bound what one statement can consume before the timeout hits
+            "--max-recursive-iterations=1000000",
+            "--tmp-disk-table-size=1G",
             *_INNODB_OPTIONS,
         ]
         if self.port:

@@ -269,10 +269,10 @@ class SqlServer(ABC):
 
     def close(self) -> None:
         """Drop the accounts this object created, stop the watchdog and the backend. Idempotent."""
+        self.watchdog.close()  # outside the lock: a pending kill may be waiting for it
         with self._lock:
             if self._closed:
                 return
-            self.watchdog.close()
             if self._created_accounts and self.kind != "embedded":
                 try:
                     with self.admin() as cur:

@@ -228,6 +228,7 @@ def docker_engine() -> None:
         pytest.skip(f"no Docker engine reachable ({type(err).__name__}); the docker backend needs one")
 
 
+@pytest.mark.docker
 class TestDockerBackend(SqlEnvContract):
     @pytest.fixture
     def make_env(self, docker_engine: None) -> MakeEnv:
