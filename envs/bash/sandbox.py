@@ -144,7 +144,8 @@ class Sandbox:
         self._upper = upper
         self._closed = False
         sweep_stale_cgroups()
-        self._state = Path(tempfile.mkdtemp(prefix="sf-bash-"))
+        # The pid in every name lets a process (and its tests) tell its own resources from others'.
+        self._state = Path(tempfile.mkdtemp(prefix=f"sf-bash-{os.getpid()}-"))
         self._root = self._state / "root"
         self._rw = self._state / "rw"
         self._root.mkdir()
@@ -158,7 +159,7 @@ class Sandbox:
         if self._rootless:
             unshare[1:1] = ["--user", "--map-root-user"]
         self._keeper = subprocess.Popen(
-            [*unshare, "--", "/bin/sh", "-s", "sf-bash-keeper"],
+            [*unshare, "--", "/bin/sh", "-s", f"sf-bash-keeper-{os.getpid()}"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

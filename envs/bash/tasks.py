@@ -63,8 +63,12 @@ def _tasks(records: list[dict[str, Any]], fs_id: str | None, source: str, start:
 
 
 def _bash_dir(data_dir: str | None) -> Path:
-    if data_dir and (Path(data_dir).expanduser() / "nl2bash_fs_1.json").exists():
-        return Path(data_dir).expanduser()
+    if data_dir:  # an explicit directory is used as given, never silently replaced by a default
+        given = Path(data_dir).expanduser()
+        for candidate in (given, given / "bash"):
+            if (candidate / "nl2bash_fs_1.json").exists():
+                return candidate
+        raise EnvironmentError_(f"InterCode bash data not found in {given}: no nl2bash_fs_1.json in it or in bash/")
     try:
         return locate_intercode_dir(data_dir, need="bash") / "bash"
     except DataNotFoundError as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,8 +14,9 @@ from envs.bash import BashEnv, SandboxLimits, open_bash_env
 from envs.bash.cgroups import CGROUP_ROOT
 from envs.datasets import DataNotFoundError, locate_intercode_dir
 
-# A short wall-clock limit keeps timeout and fork-bomb tests at about a second each.
-FAST = SandboxLimits(timeout_s=2.0, cpu_seconds=5)
+# A short wall-clock limit keeps timeout and fork-bomb tests at a few seconds each; a small disk
+# keeps the "write a gigabyte" test quick.
+FAST = SandboxLimits(timeout_s=3.0, cpu_seconds=5, disk_bytes=160 * 2**20, memory_bytes=512 * 2**20)
 
 
 def _sandbox_problem() -> str | None:
@@ -46,20 +48,26 @@ needs_shared_data = pytest.mark.skipif(
 
 
 def leftovers() -> dict[str, list[str]]:
-    """Sandbox resources visible from the host: mounts, processes, cgroups, state dirs."""
+    """This process's sandbox resources visible from the host: mounts, processes, cgroups, state dirs.
+
+    Names carry the creating pid, so sandboxes of other processes (a parallel test run) are ignored.
+    """
+    tag = f"sf-bash-{os.getpid()}-"
     mounts = subprocess.run(["findmnt", "-rn", "-o", "TARGET,SOURCE"], capture_output=True, text=True).stdout
     procs = subprocess.run(["pgrep", "-af", "sf-bash-"], capture_output=True, text=True).stdout
-    groups = [
-        str(p)
-        for sub in ("", "pids", "memory")
-        if (CGROUP_ROOT / sub).is_dir()
-        for p in (CGROUP_ROOT / sub).glob("stateflow-bash-*")
-    ]
+    groups = []
+    for sub in ("", "pids", "memory"):
+        if (CGROUP_ROOT / sub).is_dir():
+            groups += [str(p) for p in (CGROUP_ROOT / sub).glob(f"stateflow-bash-{os.getpid()}-*")]
     return {
         "mounts": [line for line in mounts.splitlines() if "sf-bash" in line],
-        "processes": [line for line in procs.splitlines() if "pgrep" not in line],
+        "processes": [
+            line
+            for line in procs.splitlines()
+            if (tag in line or f"sf-bash-keeper-{os.getpid()}" in line) and "pgrep" not in line
+        ],
         "cgroups": groups,
-        "state_dirs": [str(p) for p in Path("/tmp").glob("sf-bash-*")],
+        "state_dirs": [str(p) for p in Path("/tmp").glob(f"{tag}*")],
     }
 
 

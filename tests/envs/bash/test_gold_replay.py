@@ -1,0 +1,46 @@
+"""Gold replay: executing the gold command and submitting must score 1.
+
+NL2Bash (200 tasks, ~40 s here) needs ../shared/data; it is marked ``slow`` but CI runs it.
+"""
+
+from __future__ import annotations
+
+from envs.bash import BashEnv, open_bash_env
+
+from .conftest import needs_sandbox, needs_shared_data
+
+# fs_1 #30 runs `find ${DIRECTORY} -type f` with DIRECTORY unset, i.e. over the whole root
+# including /proc, whose file count changes while find walks it (upstream has the same race):
+# its output differs between the agent's and the gold's run, so only p1 and p2 are stable.
+NONDETERMINISTIC = {30}
+
+
+def _replay(env: BashEnv, i: int) -> tuple[float, dict]:
+    env.reset(i)
+    env.step(env.task(i).gold)
+    _, reward, done, info = env.step("submit")
+    assert done
+    return reward, info
+
+
+@needs_sandbox
+def test_demo_gold_replay_scores_one_everywhere(demo_env: BashEnv) -> None:
+    rewards = {i: _replay(demo_env, i)[0] for i in range(len(demo_env))}
+    assert rewards == dict.fromkeys(rewards, 1.0)
+
+
+@needs_sandbox
+@needs_shared_data
+def test_nl2bash_gold_replay() -> None:
+    failures = {}
+    with open_bash_env("nl2bash") as env:
+        assert len(env) == 200
+        for i in range(len(env)):
+            reward, info = _replay(env, i)
+            if i in NONDETERMINISTIC:
+                assert info["reward"]["file_diff"] == info["reward"]["file_changes"] == 0.33
+            elif reward != 1.0:
+                failures[i] = (env.task(i).gold, info["reward"], info["diff_miss"], info["diff_extra"])
+    scored_one = 200 - len(failures) - len(NONDETERMINISTIC)
+    print(f"\nNL2Bash gold replay: {scored_one} of 200 scored 1; nondeterministic: {sorted(NONDETERMINISTIC)}")
+    assert not failures
