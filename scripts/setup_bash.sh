@@ -41,12 +41,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if root=$("$PY" -m envs.bash.rootfs --print 2>/dev/null); then
+if root=$("$PY" -m envs.bash --print-root 2>/dev/null); then
   echo "[setup_bash] base root cached: $root"
 else
   echo "[setup_bash] building the sandbox base root with mmdebstrap (once; ~1-2 min)"
   start=$(date +%s)
-  root=$("$PY" -m envs.bash.rootfs --build)
+  root=$("$PY" -m envs.bash --build-root)
   echo "[setup_bash] base root built in $(( $(date +%s) - start )) s: $root"
 fi
 

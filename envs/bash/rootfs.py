@@ -17,12 +17,11 @@ Cost: one build of ~1-1.5 min and ~300 MB on a fresh machine (``scripts/setup_ba
 it; as root or, via ``mmdebstrap --mode=unshare``, as a user with user namespaces). Every later
 use is a directory lookup.
 
-Run ``python -m envs.bash.rootfs --build`` to build (``--print`` shows the path).
+Run ``python -m envs.bash --build-root`` to build (``--print-root`` shows the path).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -123,7 +122,7 @@ def locate_base_root(explicit: str | os.PathLike[str] | None = None) -> BaseRoot
     if not (root / "ready").exists():
         raise EnvironmentError_(
             f"the bash sandbox base root is not built (expected {root}/rootfs). "
-            "Run scripts/setup_bash.sh (or `python -m envs.bash.rootfs --build`), "
+            "Run scripts/setup_bash.sh (or `python -m envs.bash --build-root`), "
             "or use backend='docker' where a Docker engine is available."
         )
     return BaseRoot(root / "rootfs", key)
@@ -155,8 +154,9 @@ def build_base_root(*, mirror: str | None = None, quiet: bool = False) -> BaseRo
         str(staging / "rootfs"),
         mirror or os.environ.get("STATEFLOW_DEBIAN_MIRROR") or DEFAULT_MIRROR,
     ]
+    # Progress goes to stderr so callers can capture the printed path from stdout.
     proc = subprocess.run(
-        cmd, stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None, check=False
+        cmd, stdout=subprocess.PIPE if quiet else sys.stderr, stderr=subprocess.STDOUT if quiet else None, check=False
     )
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
@@ -168,22 +168,3 @@ def build_base_root(*, mirror: str | None = None, quiet: bool = False) -> BaseRo
     except OSError:  # another process finished first: keep theirs
         shutil.rmtree(staging, ignore_errors=True)
     return BaseRoot(final / "rootfs", key)
-
-
-def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m envs.bash.rootfs", description=__doc__.splitlines()[0])
-    parser.add_argument("--build", action="store_true", help="build the base root if it is not cached")
-    parser.add_argument("--print", action="store_true", help="print the base root path (exit 1 if not built)")
-    parser.add_argument("--mirror", default=None, help=f"Debian mirror (default {DEFAULT_MIRROR})")
-    args = parser.parse_args(argv)
-    try:
-        root = build_base_root(mirror=args.mirror) if args.build else locate_base_root()
-    except EnvironmentError_ as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print(root.path)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

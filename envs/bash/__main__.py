@@ -1,0 +1,29 @@
+"""``python -m envs.bash``: build or locate the sandbox base root (used by scripts/setup_bash.sh)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from envs.base import EnvironmentError_
+from envs.bash.rootfs import DEFAULT_MIRROR, build_base_root, locate_base_root
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m envs.bash", description=__doc__.splitlines()[0])
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--build-root", action="store_true", help="build the base root unless it is cached")
+    action.add_argument("--print-root", action="store_true", help="print the base root path (exit 1 if not built)")
+    parser.add_argument("--mirror", default=None, help=f"Debian mirror (default {DEFAULT_MIRROR})")
+    args = parser.parse_args(argv)
+    try:
+        root = build_base_root(mirror=args.mirror) if args.build_root else locate_base_root()
+    except EnvironmentError_ as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(root.path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
