@@ -1,0 +1,179 @@
+"""Runs the real ``local-small`` model scenarios in a child process and prints one JSON object.
+
+Started by test_server.py with ``python real_model_driver.py MODE``: a native crash here (or in
+the server) cannot take pytest down, and pytest checks afterwards that no server outlived us.
+
+Modes:
+    scenarios  the main run: start, chat, prompt-cache reuse, grammar, AutoGen, crash + restart.
+    orphan     start a server, print its pid, then die by SIGKILL (no atexit hooks run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from typing import Any
+
+from stateflow.backends.local import (
+    LocalServerPool,
+    ManagedServer,
+    ServerConfig,
+    ServerCrashedError,
+    ServerStartError,
+    regex_to_gbnf,
+    resolve_endpoint,
+)
+from stateflow.profiles import BUILTIN_PROFILES
+
+PROFILE = BUILTIN_PROFILES["local-small"]
+THOUGHT_ACTION = r"Thought: [^\n]{1,200}\nAction: (execute\[[^\n]{1,200}\]|submit)"
+SQL_SYSTEM = "You are a SQL assistant. Answer with a single SQL query and nothing else."
+
+
+def _chat(client: Any, messages: list[dict[str, str]], **extra: Any) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    resp = client.chat.completions.create(
+        model=PROFILE.model, messages=messages, temperature=0.0, max_tokens=extra.pop("max_tokens", 48), **extra
+    )
+    usage = resp.usage
+    details = getattr(usage, "prompt_tokens_details", None)
+    return {
+        "content": resp.choices[0].message.content or "",
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cached_tokens": getattr(details, "cached_tokens", None),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def scenarios() -> dict[str, Any]:
+    from openai import OpenAI
+
+    out: dict[str, Any] = {}
+    pool = LocalServerPool()
+
+    # Several threads ask at once: one server, one start, one URL.
+    urls: list[str] = []
+    threads = [threading.Thread(target=lambda: urls.append(resolve_endpoint(PROFILE, pool))) for _ in range(3)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    out["start_seconds"] = time.perf_counter() - t0
+    server = pool.server("local-small")
+    out["urls"] = sorted(set(urls))
+    out["starts"] = server.starts
+    out["pid1"] = server.pid
+    url = urls[0]
+    with urllib.request.urlopen(url.removesuffix("/v1") + "/health", timeout=5) as resp:
+        out["health"] = json.loads(resp.read())
+
+    client = OpenAI(base_url=url, api_key="not-needed", max_retries=0, timeout=120)
+    conv = [
+        {"role": "system", "content": SQL_SYSTEM},
+        {"role": "user", "content": "Table singer(singer_id, name, age). How many singers are there?"},
+    ]
+    out["turn1"] = t1 = _chat(client, conv)
+    conv += [
+        {"role": "assistant", "content": t1["content"]},
+        {"role": "user", "content": "Observation: 6. Now list the names of singers older than 30."},
+    ]
+    out["turn2"] = t2 = _chat(client, conv)
+    # Another conversation in between (another worker / another state's system message) ...
+    out["other"] = _chat(
+        client,
+        [
+            {"role": "system", "content": "You are a shell expert. Answer with one bash command."},
+            {"role": "user", "content": "Count the lines of all .py files under src/."},
+        ],
+        max_tokens=16,
+    )
+    # ... then the first conversation continues: its state comes back from the prompt cache.
+    conv += [
+        {"role": "assistant", "content": t2["content"]},
+        {"role": "user", "content": "Observation: Joe, Ann. Now give their average age."},
+    ]
+    out["turn3"] = _chat(client, conv)
+
+    grammar = regex_to_gbnf(THOUGHT_ACTION)
+    react = [
+        {
+            "role": "system",
+            "content": "You solve SQL tasks. Reply in exactly this format:\nThought: <your reasoning>\n"
+            "Action: execute[<one SQL query>] or Action: submit",
+        },
+        {"role": "user", "content": "Task: how many singers are older than 40? Table singer(name, age)."},
+    ]
+    out["grammar"] = g = _chat(client, react, max_tokens=300, extra_body={"grammar": grammar})
+    g["matches"] = re.fullmatch(THOUGHT_ACTION, g["content"]) is not None
+
+    from autogen import ConversableAgent
+
+    agent = ConversableAgent(
+        "solver",
+        system_message=SQL_SYSTEM,
+        llm_config={
+            "config_list": [{"model": PROFILE.model, "base_url": url, "api_key": "not-needed", "price": [0, 0]}],
+            "cache_seed": None,
+            "temperature": 0.0,
+            "max_tokens": 48,
+        },
+        human_input_mode="NEVER",
+    )
+    reply = agent.generate_reply(messages=[{"role": "user", "content": "Table t(a). Select every a."}])
+    out["autogen_reply"] = reply if isinstance(reply, str) else json.dumps(reply)
+    summary = agent.client.total_usage_summary or {}
+    out["autogen_usage"] = {k: v for k, v in summary.items() if isinstance(v, dict)}
+
+    # Crash: the call in flight fails, check() explains, the next resolve restarts on the same URL.
+    os.kill(server.pid, signal.SIGSEGV)
+    deadline = time.monotonic() + 10
+    while server.alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        _chat(client, conv)
+        out["after_crash"] = "request succeeded"
+    except Exception as err:
+        out["after_crash"] = type(err).__name__
+    try:
+        server.check()
+        out["check"] = None
+    except ServerCrashedError as err:
+        out["check"] = str(err)
+    out["url_after_restart"] = resolve_endpoint(PROFILE, pool)
+    out["pid2"] = server.pid
+    out["starts_after_restart"] = server.starts
+    out["after_restart"] = _chat(client, conv[:2])
+
+    # A fixed port that is taken gives a clear error.
+    taken = int(url.rsplit(":", 1)[1].split("/")[0])
+    clash = ManagedServer(ServerConfig(model_path=server.config.model_path, alias="x", port=taken))
+    try:
+        clash.ensure_running()
+        out["clash"] = "started"
+    except ServerStartError as err:
+        out["clash"] = str(err)
+    out["stats"] = server.stats()
+    out["server_pids"] = [out["pid1"], out["pid2"]]
+    return out  # the pool's atexit hook stops the server
+
+
+def orphan() -> None:
+    pool = LocalServerPool()
+    pool.endpoint("local-small")
+    print(json.dumps({"server_pid": pool.server("local-small").pid}), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "orphan":
+        orphan()
+    else:
+        print(json.dumps(scenarios()), flush=True)

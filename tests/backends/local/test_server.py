@@ -1,0 +1,138 @@
+"""The managed server with the REAL local-small model, driven from a child process.
+
+Every scenario runs in ``real_model_driver.py`` (a subprocess), so a native crash cannot kill the
+test run; these tests assert on the JSON it prints and check that no server outlives its parent.
+They skip (naming scripts/setup_local_llm.sh) when the runtime or the model is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from stateflow.backends.local import CATALOG, ModelStore, runtime_available
+
+DRIVER = Path(__file__).with_name("real_model_driver.py")
+THOUGHT_ACTION = r"Thought: [^\n]{1,200}\nAction: (execute\[[^\n]{1,200}\]|submit)"
+
+pytestmark = pytest.mark.local_model
+
+
+def _require_real_model() -> None:
+    missing = runtime_available()
+    if missing:
+        pytest.skip(f"llama-cpp-python runtime absent ({missing}); run scripts/setup_local_llm.sh")
+    if not ModelStore().status(CATALOG["local-small"]).present:
+        pytest.skip("local-small model not in the cache; run scripts/setup_local_llm.sh")
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` is a live (non-zombie) process."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _running(pid):
+            return True
+        time.sleep(0.1)
+    return not _running(pid)
+
+
+@pytest.fixture(scope="module")
+def run() -> dict:
+    _require_real_model()
+    proc = subprocess.run([sys.executable, str(DRIVER), "scenarios"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"driver failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_one_server_started_once_for_concurrent_callers(run):
+    assert run["starts"] == 1
+    assert len(run["urls"]) == 1
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", run["urls"][0])
+    assert run["health"]["status"] == "ok" and run["health"]["pid"] == run["pid1"]
+    assert run["health"]["alias"] == "qwen2.5-coder-0.5b-instruct"
+
+
+def test_openai_client_chat_answers_with_sql(run):
+    t1 = run["turn1"]
+    assert "select" in t1["content"].lower() and "singer" in t1["content"].lower()
+    assert t1["prompt_tokens"] > 20 and t1["completion_tokens"] > 0
+
+
+def test_cached_tokens_reported_and_prefix_reused(run):
+    t1, t2, t3, other = run["turn1"], run["turn2"], run["turn3"], run["other"]
+    assert t1["cached_tokens"] is not None
+    # Turn 2 extends turn 1: at least turn 1's prompt is not evaluated again.
+    assert t2["cached_tokens"] >= t1["prompt_tokens"] - 1
+    assert t2["cached_tokens"] < t2["prompt_tokens"]
+    # Another conversation came in between; turn 3 still reuses turn 2's state (prompt cache).
+    assert other["cached_tokens"] < other["prompt_tokens"] // 2
+    assert t3["cached_tokens"] >= t2["prompt_tokens"] - 1
+
+
+def test_grammar_makes_the_model_follow_thought_action(run):
+    g = run["grammar"]
+    assert re.fullmatch(THOUGHT_ACTION, g["content"]), g["content"]
+    assert g["matches"]
+
+
+def test_real_autogen_agent_talks_to_the_server(run):
+    assert "select" in run["autogen_reply"].lower()
+    usage = run["autogen_usage"]["qwen2.5-coder-0.5b-instruct"]
+    assert usage["prompt_tokens"] > 0 and usage["cost"] == 0.0
+
+
+def test_crash_gives_clear_error_and_restart_on_next_use(run):
+    assert run["after_crash"] == "APIConnectionError"
+    assert "SIGSEGV" in run["check"] and "restarted on next use" in run["check"]
+    assert run["url_after_restart"] == run["urls"][0]  # same port: clients keep their URL
+    assert run["pid2"] != run["pid1"] and run["starts_after_restart"] == 2
+    assert "select" in run["after_restart"]["content"].lower()
+    # Server-side totals count only requests since the restart.
+    assert run["stats"]["requests"] == 1
+
+
+def test_port_clash_is_a_clear_error(run):
+    assert "already in use" in run["clash"]
+
+
+def test_no_server_outlives_the_driver(run):
+    for pid in run["server_pids"]:
+        assert _wait_gone(pid, 10), f"server pid {pid} still running after its parent exited"
+
+
+def test_server_dies_with_a_killed_parent():
+    _require_real_model()
+    proc = subprocess.run([sys.executable, str(DRIVER), "orphan"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    pid = json.loads(proc.stdout.strip().splitlines()[-1])["server_pid"]
+    assert _wait_gone(pid, 10), f"server pid {pid} outlived its SIGKILLed parent"
+
+
+def test_cli_chat_quick_check():
+    _require_real_model()
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "stateflow.cli.main", "llm", "chat", "Reply with the word yes.", "--max-tokens", "8"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "qwen2.5-coder-0.5b-instruct via http://127.0.0.1:" in proc.stdout
+    assert "cached 0" in proc.stdout
