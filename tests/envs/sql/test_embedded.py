@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envs.base import EnvironmentError_
-from envs.sql import EmbeddedServerPool, SqlEnv, open_sql_env
+from envs.sql import EmbeddedServerPool, SqlEnv, SqlLimits, open_sql_env
 from envs.sql.mariadb_process import sweep_stale_instances
 
 from .conftest import FAST_LIMITS, needs_mariadb
@@ -164,3 +164,21 @@ def test_open_sql_env_argument_errors() -> None:
 def test_step_before_reset_is_an_error(sql_pool: EmbeddedServerPool) -> None:
     with open_sql_env("demo", pool=sql_pool) as env, pytest.raises(EnvironmentError_, match="reset"):
         env.step("SELECT 1")
+
+
+def test_sweep_leaves_live_instances_alone(sql_pool: EmbeddedServerPool) -> None:
+    with open_sql_env("demo", pool=sql_pool) as env:
+        instance = env.server.process.instance_dir  # type: ignore[attr-defined]
+        assert instance not in sweep_stale_instances(instance.parent, min_age=0)
+        env.reset(0)
+        assert env.step("SELECT 1")[0] == [(1,)]
+
+
+@pytest.mark.parametrize(("max_rows", "too_large"), [(12, False), (11, True)])
+def test_row_cap_boundary(sql_pool: EmbeddedServerPool, max_rows: int, too_large: bool) -> None:
+    limits = SqlLimits(max_rows=max_rows)
+    with open_sql_env("demo", pool=sql_pool, limits=limits) as env:
+        env.reset(10)  # weather.reading has 12 rows
+        obs = env.step("SELECT * FROM reading")[0]
+        assert isinstance(obs, str) == too_large
+        assert env.step("SELECT count(*) FROM reading")[0] == [(12,)]
