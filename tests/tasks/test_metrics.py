@@ -1,0 +1,66 @@
+"""The paper's metrics on hand-made records."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.metrics import summarize, tokens_by_state
+
+
+def _r(method, success, reward, turns, failed, cost=0.0, p=100, c=10, status="ok", hardness="easy", states=None):
+    return {
+        "benchmark": "intercode-sql",
+        "method": method,
+        "models": "default=x",
+        "success": success,
+        "reward": max(reward, 0),
+        "reward_raw": reward,
+        "turns": turns,
+        "failed_actions": failed,
+        "cost": cost,
+        "prompt_tokens": p,
+        "completion_tokens": c,
+        "status": status,
+        "hardness": hardness,
+        "usage_by_state": states or {},
+    }
+
+
+def test_summary_matches_hand_computation():
+    rows = summarize(
+        [
+            _r("a", True, 1.0, 4, 1, cost=0.5, p=100, c=10),
+            _r("a", False, -0.4, 6, 2, cost=0.25, p=300, c=30, status="error"),
+            _r("b", False, 0.5, 2, 0),
+        ]
+    )
+    a = rows[0]
+    assert a.group == ("intercode-sql", "a", "default=x") and a.n == 2
+    assert a.sr == 50.0
+    assert a.reward == pytest.approx(0.5)  # clipped: (1 + 0) / 2
+    assert a.reward_raw == pytest.approx(0.3)
+    assert a.turns == 5.0 and a.error_rate == pytest.approx(100 * 3 / 10)
+    assert a.cost == 0.75 and a.p_tokens == 200 and a.c_tokens == 20 and a.errored == 1
+    assert rows[1].sr == 0.0 and rows[1].error_rate == 0.0
+
+
+def test_group_by_hardness_and_tokens_by_state():
+    recs = [
+        _r("a", True, 1, 1, 0, hardness="easy", states={"Solve": {"prompt_tokens": 10, "completion_tokens": 2}}),
+        _r(
+            "a",
+            False,
+            0,
+            1,
+            0,
+            hardness="hard",
+            states={
+                "Solve": {"prompt_tokens": 30, "completion_tokens": 4},
+                "Error": {"prompt_tokens": 8, "completion_tokens": 0},
+            },
+        ),
+    ]
+    rows = summarize(recs, ("method", "hardness"))
+    assert [(r.group, r.sr) for r in rows] == [(("a", "easy"), 100.0), (("a", "hard"), 0.0)]
+    t = tokens_by_state(recs, ("method",))[("a",)]
+    assert t["Solve"] == {"prompt": 20.0, "completion": 3.0} and t["Error"] == {"prompt": 4.0, "completion": 0.0}
