@@ -19,6 +19,7 @@ def open_bash_env(
     data_dir: str | None = None,
     exact_quoting: bool = False,
     limits: SandboxLimits | None = None,
+    fs_scripts: str | None = None,
 ) -> BashEnv:
     """Open the bash environment.
 
@@ -30,13 +31,15 @@ def open_bash_env(
         data_dir: InterCode data directory (holding ``bash/``) or the ``bash/`` directory itself;
             default: ``$STATEFLOW_DATA`` or ``../shared/data/intercode``.
         exact_quoting: give bash the action verbatim instead of upstream's re-split string.
-        limits: sandbox resource caps (sandbox backend only).
+        limits: sandbox resource caps.
+        fs_scripts: directory of upstream's ``setup_nl2b_fs_N.sh``: build fs_1..fs_3 by running
+            them (see :mod:`envs.bash.upstream`) instead of unpacking the tarballs.
 
     Raises:
         EnvironmentError_: unknown backend, missing data or base root, no sandbox support; each
             message names the fix.
     """
-    data = load_bash_dataset(dataset, data_dir)
+    data = load_bash_dataset(dataset, data_dir, fs_scripts=fs_scripts)
     if backend == "sandbox":
         from envs.bash.hosts import SandboxHost
         from envs.bash.layers import LayerStore

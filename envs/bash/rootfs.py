@@ -149,6 +149,7 @@ def build_base_root(*, mirror: str | None = None, quiet: bool = False) -> BaseRo
         "--dpkgopt=path-exclude=/usr/share/doc/*",
         "--dpkgopt=path-exclude=/usr/share/man/*",
         "--dpkgopt=path-exclude=/usr/share/locale/*",
+        "--dpkgopt=force-unsafe-io",  # no fsync per file: a throw-away build, ~2x faster on slow disks
         *(f"--customize-hook={hook}" for hook in _CUSTOMIZE),
         SUITE,
         str(staging / "rootfs"),

@@ -89,11 +89,15 @@ def demo_source() -> FsSource:
     return FsSource("demo", tree=DEMO_DIR / "tree", mount_at="/demo")
 
 
-def load_bash_dataset(dataset: str = "demo", data_dir: str | None = None) -> BashDataset:
+def load_bash_dataset(
+    dataset: str = "demo", data_dir: str | None = None, *, fs_scripts: str | None = None
+) -> BashDataset:
     """Load a task set by name (``demo``, ``nl2bash``, ``fs_1``..``fs_4``, ``test``) or JSON path.
 
     A JSON file is a list of ``{query, gold}`` records; a record may name its file system in
     ``fs``; otherwise it is taken from a ``nl2bash_fs_N.json`` file name, else ``fs_1``.
+    ``fs_scripts``: a directory of upstream's ``setup_nl2b_fs_N.sh`` scripts; the file systems
+    are then built by running them instead of unpacking the tarballs.
 
     Raises:
         EnvironmentError_: unknown name, missing data (message lists where we looked), bad records,
@@ -125,6 +129,10 @@ def load_bash_dataset(dataset: str = "demo", data_dir: str | None = None) -> Bas
         if needed:
             local = path.parent if (path.parent / "nl2bash_fs_1.tar.gz").exists() else _bash_dir(data_dir)
             sources.update(_fs_sources(local))
+    if fs_scripts is not None:
+        from envs.bash.upstream import script_sources
+
+        sources.update(script_sources(fs_scripts))
     missing = sorted({t.context for t in tasks} - set(sources))
     if missing:
         raise EnvironmentError_(
