@@ -81,9 +81,8 @@ def show(spec: Annotated[str, typer.Argument(help="spec file or library name")])
         table.add_row(d.name, escape(repr(d.text)), "env-input" if d.env_input else "llm", escape(", ".join(d.choices)))
     out.print(table)
     out.print(f"behaviour: {escape(formula_to_sexpr(s.spec.behavior))}")
-    out.print(
-        f"automaton: {s.dfa.num_states} states, {s.dfa.num_edges} edges; first states: {', '.join(s.dfa.next_states(0))}"
-    )
+    first = ", ".join(s.dfa.next_states(s.dfa.start))
+    out.print(f"automaton: {s.dfa.num_states} states, {s.dfa.num_edges} edges; first states: {first}")
     _print_table(s, out)
     for w in s.warnings:
         out.print(f"[yellow]warning:[/] {escape(w)}")

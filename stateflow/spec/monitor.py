@@ -169,6 +169,7 @@ class DecodingMonitor:
         self.use_grammar = use_grammar
         self.max_content = max_content
         self._env_stops = tuple("\n" + spec.state(n).text for n in spec.spec.env_states)
+        self._texts = frozenset(d.text for d in spec.spec.states.values())
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -239,7 +240,7 @@ class DecodingMonitor:
         while True:
             if need_call:
                 comp = self._call(tr, messages, tr.transcript + turn, q0, turn)
-                turn += comp.text
+                turn += self._join(turn, comp.text)
                 chunks += 1
                 stop_sequence = comp.stop_sequence
                 final = comp.finish_reason != "length" or chunks >= self.max_chunks_per_turn
@@ -294,6 +295,18 @@ class DecodingMonitor:
             names = list(dfa.next_states(q))
             tr.cue = self._forced(tr, messages, "", self.spec.texts(names), q)
         return False
+
+    def _join(self, turn: str, text: str) -> str:
+        """The continuation to append. Chat models that cannot continue a message sometimes
+        answer a cue such as ``Thought:`` by starting a new step (``Action: ...``) on the same
+        line; put that step on its own line so it is split and checked like any other."""
+        last_line = turn[turn.rfind("\n") + 1 :]
+        if last_line and last_line in self._texts:
+            stripped = text.lstrip()
+            first = self.spec.segmenter.split(stripped)[:1]
+            if first and first[0].state is not None and first[0].start == 0:
+                return "\n" + stripped
+        return text
 
     def _call(self, tr: MonitorTrace, messages: list[dict[str, Any]], prefix: str, q0: int, turn: str) -> Completion:
         msgs = list(messages)

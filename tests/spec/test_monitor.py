@@ -44,6 +44,10 @@ class Tape:
         raise AssertionError(f"no transcript continues {prefix!r}")
 
 
+GOOD = (
+    "Question: What is 6*7?\nThought: easy\nAction: search\nAction Input: 6*7\nObservation: 42\n"
+    "Final Thought: ok\nAnswer: 42"
+)
 CLEAN = (
     "Question: What is 6*7?\n"
     "Thought: multiply\nAction: search\nAction Input: 6*7\nObservation: 42\n"
@@ -78,8 +82,7 @@ def test_chunked_generation_gives_the_same_result_in_more_calls():
 
 def test_invalid_state_is_cut_and_corrected_with_common_prefix():
     bad = "Question: What is 6*7?\nThought: easy\nAnswer: 41 or so, and more text here\n"
-    good = "Question: What is 6*7?\nThought: easy\nAction: search\nAction Input: 6*7\nObservation: 42\nFinal Thought: ok\nAnswer: 42"
-    tr, model = _run(REACT_TOOLS, Tape(bad + "Final Thought: x", good))
+    tr, model = _run(REACT_TOOLS, Tape(bad + "Final Thought: x", GOOD))
     assert [v.kind for v in tr.violations] == ["transition"]
     assert "Answer is not valid here; valid: Action" in tr.violations[0].detail
     assert tr.violations[0].discarded.startswith("Answer: 41")
@@ -91,8 +94,7 @@ def test_invalid_state_is_cut_and_corrected_with_common_prefix():
 
 def test_chunking_stops_a_violation_early():
     bad = "Question: What is 6*7?\nThought: easy\nAnswer: " + "blah " * 40
-    good = "Question: What is 6*7?\nThought: easy\nAction: search\nAction Input: 6*7\nObservation: 42\nFinal Thought: ok\nAnswer: 42"
-    tr, model = _run(REACT_TOOLS, Tape(bad, good), chunk_tokens=4)
+    tr, _ = _run(REACT_TOOLS, Tape(bad, GOOD), chunk_tokens=4)
     assert [v.kind for v in tr.violations] == ["transition"]
     # the wrong line was noticed as soon as its state text was complete, not after 40 words
     assert tr.wasted_tokens <= 4
@@ -123,7 +125,8 @@ def test_content_constraint_is_a_violation_and_the_model_must_choose_a_value():
             return next(replies)
         return Tape(
             "Question: What is 6*7?\nThought: look up\nAction: Google\nAction Input: 6*7\n",
-            "Question: What is 6*7?\nThought: look up\nAction: search\nAction Input: 6*7\nObservation: 42\nFinal Thought: ok\nAnswer: 42",
+            "Question: What is 6*7?\nThought: look up\nAction: search\nAction Input: 6*7\nObservation: 42\n"
+            "Final Thought: ok\nAnswer: 42",
         )(req)
 
     tr, _ = _run(REACT_TOOLS, model)
