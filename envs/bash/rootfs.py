@@ -142,6 +142,11 @@ def build_base_root(*, mirror: str | None = None, quiet: bool = False) -> BaseRo
         raise EnvironmentError_("mmdebstrap is not installed; run scripts/setup_bash.sh (apt-get install mmdebstrap)")
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+    rootless = os.geteuid() != 0
+    # Non-root: mmdebstrap (unshare mode, needs /etc/subuid ranges) writes a tarball that we
+    # unpack as the user, so every file is owned by the user, who is root inside the sandbox's
+    # user namespace (ownership is flattened; the tasks never depend on it).
+    target = staging / ("rootfs.tar" if rootless else "rootfs")
     cmd = [
         "mmdebstrap",
         "--variant=apt",
@@ -151,18 +156,31 @@ def build_base_root(*, mirror: str | None = None, quiet: bool = False) -> BaseRo
         "--dpkgopt=path-exclude=/usr/share/locale/*",
         "--dpkgopt=force-unsafe-io",  # no fsync per file: a throw-away build, ~2x faster on slow disks
         *(f"--customize-hook={hook}" for hook in _CUSTOMIZE),
+        *(["--mode=unshare", "--format=tar"] if rootless else []),
         SUITE,
-        str(staging / "rootfs"),
+        str(target),
         mirror or os.environ.get("STATEFLOW_DEBIAN_MIRROR") or DEFAULT_MIRROR,
     ]
     # Progress goes to stderr so callers can capture the printed path from stdout.
     proc = subprocess.run(
         cmd, stdout=subprocess.PIPE if quiet else sys.stderr, stderr=subprocess.STDOUT if quiet else None, check=False
     )
+    if proc.returncode == 0 and rootless:
+        (staging / "rootfs").mkdir()
+        proc = subprocess.run(
+            ["tar", "-x", "-p", "-f", str(target), "-C", str(staging / "rootfs"), "--exclude=./dev/*"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+        target.unlink(missing_ok=True)
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         tail = proc.stdout.decode(errors="replace")[-2000:] if proc.stdout else ""
-        raise EnvironmentError_(f"mmdebstrap failed (exit {proc.returncode}) building the bash base root. {tail}")
+        raise EnvironmentError_(
+            f"building the bash base root failed (exit {proc.returncode}){' as non-root' if rootless else ''}. "
+            f"{tail} Non-root builds need subordinate ids for your user in /etc/subuid and /etc/subgid."
+        )
     (staging / "ready").write_text(json.dumps({"packages": sorted(ROOT_PACKAGES), "suite": SUITE}) + "\n")
     try:
         staging.rename(final)

@@ -155,6 +155,8 @@ class Sandbox:
             if self._rootless
             else SandboxCgroup.create(pids_max=self.limits.processes, memory_bytes=self.limits.memory_bytes)
         )
+        # RLIMIT_NPROC counts every process of the real uid, so leave room for the user's own.
+        self._nproc = self.limits.processes + (_count_user_processes() if self._cgroup is None else 0)
         unshare = ["unshare", "--mount", "--propagation", "private"]
         if self._rootless:
             unshare[1:1] = ["--user", "--map-root-user"]
@@ -264,7 +266,7 @@ class Sandbox:
             f"ulimit -n {lim.open_files}",
         ]
         if self._cgroup is None:
-            setup.append(f"ulimit -p {lim.processes}")
+            setup.append(f"ulimit -p {self._nproc}")
         setup.append('exec "$@"')
         ns = [f"--mount=/proc/{self._keeper.pid}/ns/mnt"]
         if self._rootless:
@@ -359,6 +361,16 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _count_user_processes() -> int:
+    uid = os.getuid()
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                count += entry.stat().st_uid == uid
+    return count
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
