@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from stateflow.cli.main import main
 
 BAD_SPEC = "(define broken\n  (:states A B)\n  (:behavior (nxt A B)))\n"
@@ -59,3 +61,42 @@ def test_run_with_a_scripted_profile_is_rejected_clearly(capsys, tmp_path):
     )
     assert main(["spec", "run", "direct", "--task", "hi", "--config", str(cfg), "--engine", "monitor"]) == 1
     assert "test double" in capsys.readouterr().err
+
+
+def _answer_server():
+    from .fake_openai import FakeOpenAI
+
+    def reply(body):
+        last = body["messages"][-1]
+        if last["role"] == "assistant":  # the monitor's prefill: a chat model repeats the cue
+            return "Answer: 42\nQuestion: another one?"
+        return "42"
+
+    return FakeOpenAI(reply)
+
+
+@pytest.mark.filterwarnings("ignore:profile 'fake' .* cannot take a grammar")
+def test_run_over_http_with_both_engines(capsys, tmp_path):
+    server = _answer_server()
+    try:
+        cfg = tmp_path / "m.toml"
+        cfg.write_text(
+            f'[profiles.fake]\nmodel = "fake-model"\nbase_url = "{server.base_url}"\napi_key_env = "NO_SUCH_KEY"\n'
+            '[models]\ndefault = "fake"\n'
+        )
+        args = ["spec", "run", "direct", "--task", "What is 6*7?", "--config", str(cfg)]
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert "Question: What is 6*7?" in out and "Answer: 42" in out and "trace valid: True" in out
+        flow_request = server.requests[-1]
+        assert flow_request["messages"][-1]["content"] == "Answer:"
+        assert "\nQuestion:" in flow_request["stop"]
+
+        assert main([*args, "--engine", "monitor"]) == 0
+        out = capsys.readouterr().out
+        assert "Answer: 42" in out and "violations 0" in out
+        mon_request = server.requests[-1]
+        assert mon_request["messages"][-1] == {"role": "assistant", "content": "Question: What is 6*7?\nAnswer:"}
+        assert mon_request["stop"] == ["\nQuestion:"]
+    finally:
+        server.close()

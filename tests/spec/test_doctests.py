@@ -1,0 +1,23 @@
+"""The docstring examples of the spec package run as written."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "stateflow.spec.automaton",
+    "stateflow.spec.grammar",
+    "stateflow.spec.monitor",
+    "stateflow.spec.parser",
+    "stateflow.spec.render",
+    "stateflow.spec.segment",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
