@@ -134,7 +134,9 @@ class DecodingMonitor:
         max_chunks_per_turn: a turn still unfinished after this many chunks is ended there.
         max_calls: bound on model calls per run (the run ends with ``stop_reason="max_calls"``).
         max_corrections: bound on corrections per run (then :class:`SpecViolationError`).
-        use_grammar: send a per-turn GBNF grammar (token-level enforcement; local models).
+        use_grammar: send a per-turn GBNF grammar (token-level enforcement; local models). The
+            grammar describes a whole turn, so such a call may use ``chunk_tokens *
+            max_chunks_per_turn`` tokens; continuations after a correction run without it.
         max_content: bound on a free-content line in grammars.
 
     Example:
@@ -313,9 +315,13 @@ class DecodingMonitor:
         if prefix:
             msgs.append({"role": "assistant", "content": prefix})
         grammar = None
+        budget = self.chunk_tokens
         if self.use_grammar and turn == "":
+            # the grammar covers the whole turn, so the output cannot go wrong mid-way: generate
+            # the turn in one call (chunking only exists to catch violations early)
             grammar = turn_grammar(self.spec, q0, max_content=self.max_content)
-        comp = self.completer.complete(msgs, stop=self._env_stops, max_tokens=self.chunk_tokens, grammar=grammar)
+            budget = self.chunk_tokens * self.max_chunks_per_turn
+        comp = self.completer.complete(msgs, stop=self._env_stops, max_tokens=budget, grammar=grammar)
         tr.calls += 1
         tr.prompt_tokens += comp.prompt_tokens
         tr.completion_tokens += comp.completion_tokens
