@@ -218,3 +218,27 @@ def test_grammar_mode_sends_a_turn_grammar():
     g = model.requests[0].grammar
     assert g is not None and 'c-action ::= " " ("search" | "finish")' in g
     assert model.requests[0].messages[-1]["content"] == "Question: What is 6*7?\n"
+
+
+def test_chat_model_starting_a_new_step_on_the_cue_line_is_split_and_checked():
+    # a chat model that cannot continue "Thought: x\nAction:" answers with a new step instead
+    def model(req):
+        if req.stop == ("\n",):
+            return "search"
+        last = req.messages[-1]["content"]
+        if last.endswith("Question: What is 6*7?\n"):
+            return "Thought: x"
+        if last.endswith("Action:"):
+            return "Action Input: 6*7"
+        if last.endswith("Action: search\n"):
+            return "Action Input: 6*7"
+        return "Final Thought: ok\nAnswer: 42"
+
+    tr, _ = _run(REACT_TOOLS, model)
+    # stopping after the Thought is an early stop; the answer to the "Action:" cue starts a new step,
+    # which is put on its own line: the Action content is empty, a constraint violation
+    assert [v.kind for v in tr.violations] == ["early-stop", "constraint"]
+    assert tr.violations[1].discarded == "\nAction Input: 6*7"
+    assert tr.forced_choices == 1
+    assert tr.trace == ["Question", "Thought", "Action", "Action-Input", "Observation", "Final-Thought", "Answer"]
+    assert "Action:Action Input" not in tr.transcript
