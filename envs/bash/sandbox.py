@@ -66,7 +66,7 @@ class SandboxLimits:
         file_size_bytes: RLIMIT_FSIZE (largest file a process may write).
         open_files: RLIMIT_NOFILE.
         processes: pids cgroup cap (root) or RLIMIT_NPROC (non-root).
-        memory_bytes: memory cgroup cap (root only; tmpfs pages count too).
+        memory_bytes: memory cgroup cap (root; tmpfs pages count too), else RLIMIT_AS per process.
         disk_bytes: size of the tmpfs holding everything the sandbox writes.
         output_bytes: bytes of merged output kept; the rest is read and dropped.
     """
@@ -265,12 +265,12 @@ class Sandbox:
             f"ulimit -f {lim.file_size_bytes // 512}",
             f"ulimit -n {lim.open_files}",
         ]
-        if self._cgroup is None:
-            setup.append(f"ulimit -p {self._nproc}")
+        if self._cgroup is None:  # no cgroup (non-root): per-process caps instead
+            setup += [f"ulimit -p {self._nproc}", f"ulimit -v {lim.memory_bytes // 1024}"]
         setup.append('exec "$@"')
         ns = [f"--mount=/proc/{self._keeper.pid}/ns/mnt"]
         if self._rootless:
-            ns.insert(0, f"--user=/proc/{self._keeper.pid}/ns/user")
+            ns[:0] = [f"--user=/proc/{self._keeper.pid}/ns/user", "--preserve-credentials"]
         bwrap = [
             "bwrap",
             "--bind", str(self._root), "/",
