@@ -17,7 +17,7 @@ import hashlib
 import shutil
 import tarfile
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from envs.base import EnvironmentError_
 from envs.bash.rootfs import BaseRoot, cache_home
@@ -80,10 +80,27 @@ class FsSource:
         return digest.hexdigest()[:16]
 
 
-def _checked_member(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
-    """Refuse unsafe members (absolute, escaping, device files) but keep modes and mtimes as stored."""
-    tarfile.data_filter(member, dest)  # raises FilterError on anything unsafe
-    return member
+def _check_member(member: tarfile.TarInfo) -> None:
+    """Refuse members that could write outside the layer (absolute, ``..``, escaping links, devices).
+
+    Written out rather than ``tarfile.data_filter`` because that filter also strips group/other
+    write bits (fs_3 has a mode-777 file the tasks look for) and needs Python >= 3.11.4.
+    """
+    name = PurePosixPath(member.name)
+    if name.is_absolute() or ".." in name.parts:
+        raise EnvironmentError_(f"unsafe path in task archive: {member.name!r}")
+    if member.isdev() or member.isfifo():
+        raise EnvironmentError_(f"device or fifo in task archive: {member.name!r}")
+    if member.issym() or member.islnk():
+        target = PurePosixPath(member.linkname)
+        base = name.parent if member.issym() else PurePosixPath()
+        depth = 0
+        for part in (base / target).parts:
+            depth += -1 if part == ".." else 0 if part in (".", "") else 1
+            if depth < 0:
+                break
+        if target.is_absolute() or depth < 0:
+            raise EnvironmentError_(f"link leaving the file system in task archive: {member.name!r} -> {target}")
 
 
 class LayerStore:
@@ -138,7 +155,14 @@ class LayerStore:
         if source.tarball is not None:
             try:
                 with tarfile.open(source.tarball, "r:gz") as tar:
-                    tar.extractall(layer, filter=_checked_member, numeric_owner=True)
+                    members = tar.getmembers()
+                    for member in members:
+                        _check_member(member)
+                    # Modes and mtimes are kept as stored; checked above, so no filter is needed.
+                    if hasattr(tarfile, "fully_trusted_filter"):
+                        tar.extractall(layer, members, numeric_owner=True, filter="fully_trusted")
+                    else:
+                        tar.extractall(layer, members, numeric_owner=True)
             except (tarfile.TarError, OSError) as err:
                 raise EnvironmentError_(f"cannot unpack {source.tarball}: {err}") from err
         if source.tree is not None:
