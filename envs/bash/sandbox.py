@@ -144,6 +144,7 @@ class Sandbox:
         self._upper = upper
         self._closed = False
         sweep_stale_cgroups()
+        _sweep_stale_state_dirs()
         # The pid in every name lets a process (and its tests) tell its own resources from others'.
         self._state = Path(tempfile.mkdtemp(prefix=f"sf-bash-{os.getpid()}-"))
         self._root = self._state / "root"
@@ -361,6 +362,16 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _sweep_stale_state_dirs() -> None:
+    """Remove the (empty) state dirs of processes that died without closing their sandboxes."""
+    for path in Path(tempfile.gettempdir()).glob("sf-bash-*-*"):
+        pid = path.name.split("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            for sub in ("root", "rw", ""):
+                with contextlib.suppress(OSError):  # only empty dirs go: never recurse
+                    (path / sub).rmdir()
 
 
 def _count_user_processes() -> int:
