@@ -15,6 +15,7 @@ the agent's actions, so gold replays score the same in both modes.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from envs.base import EnvironmentError_, Task
@@ -64,6 +65,7 @@ class BashEnv:
         self._eval = eval_host
         self._task: Task | None = None
         self._closed = False
+        self._helper: ThreadPoolExecutor | None = None
         self.observation: Any = None
         self.info: dict[str, Any] = {}
         self.workdir = "/"
@@ -111,6 +113,8 @@ class BashEnv:
         if self._closed:
             return
         self._closed = True
+        if self._helper is not None:
+            self._helper.shutdown(wait=True)
         try:
             self._agent.close()
         finally:
@@ -152,18 +156,15 @@ class BashEnv:
     # ---------------------------------------------------------------- reward
     def _score(self) -> tuple[float, dict[str, Any]]:
         assert self._task is not None
-        self._eval.reset(self._task.context)
-        corrupt = False
-        eval_obs: str | None
+        # The agent's `git status` overlaps with resetting the gold sandbox and running the gold
+        # command there: the two sandboxes are independent.
+        agent_status_future = self._pool().submit(self._status, self._agent)
         try:
-            argv = action_argv(self._task.gold, exact_quoting=self.exact_quoting)
-            result = self._eval.run(argv, cwd="/")
-            eval_obs = TIMED_OUT if result.timed_out else decode_output(result.output, truncated=result.truncated)
-            corrupt = eval_obs is None
-        except ValueError:
-            eval_obs, corrupt = None, True
-        agent_status = self._status(self._agent)
-        gold_status = self._status(self._eval)
+            eval_obs, corrupt, gold_status = self._gold_side()
+        except BaseException:
+            wait([agent_status_future])  # never leave the helper using the sandbox behind us
+            raise
+        agent_status = agent_status_future.result()
         same: dict[Change, bool] = {}
         for change in content_targets(agent_status, gold_status):
             try:
@@ -177,6 +178,25 @@ class BashEnv:
         info.update(agent_obs=self.observation, eval_obs=eval_obs, corrupt_gold=corrupt)
         self.info.update(info)
         return scored.reward, info
+
+    def _gold_side(self) -> tuple[str | None, bool, list[Change]]:
+        """Reset the gold host, run the gold command there: (output or None, corrupt, git status)."""
+        assert self._task is not None
+        self._eval.reset(self._task.context)
+        eval_obs: str | None
+        try:
+            argv = action_argv(self._task.gold, exact_quoting=self.exact_quoting)
+            result = self._eval.run(argv, cwd="/")
+            eval_obs = TIMED_OUT if result.timed_out else decode_output(result.output, truncated=result.truncated)
+            corrupt = eval_obs is None
+        except ValueError:
+            eval_obs, corrupt = None, True
+        return eval_obs, corrupt, self._status(self._eval)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._helper is None:
+            self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bash-env-score")
+        return self._helper
 
     @staticmethod
     def _status(host: ExecutionHost) -> list[Change]:
