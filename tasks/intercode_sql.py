@@ -22,7 +22,7 @@ Rules, in priority order (the first that holds wins):
 from __future__ import annotations
 
 from stateflow import ANY, LLM, Flow, Prompt, State, Transition
-from tasks.grammar import THOUGHT_ACTION_GBNF
+from tasks.grammar import EXECUTE_ONLY_GBNF, THOUGHT_ACTION_GBNF
 from tasks.prompts import load_prompt
 from tasks.tools import ObservationFormat, action_failed, env_done, execute, statement_is, turns_exhausted
 
@@ -50,6 +50,7 @@ def build_sql_flow(
         error: include Error (No_Error: failures go to Verify, which is told to fix them).
         grammar: constrain every LLM call with the Thought/Action grammar (servers that
             support grammars enforce it; elsewhere a warning says it is monitor-only).
+            Observe's grammar admits only ``execute[...]``: it exists to inspect a table.
         fmt: how observations are shown to the agent.
         name: the flow's name (derived from the switches by default).
     """
@@ -64,7 +65,9 @@ def build_sql_flow(
     init = State(
         "Init", execute("SHOW TABLES", fmt=fmt, name="show_tables"), description="list the tables (no LLM call)"
     )
-    observe_s = State("Observe", instruction("observe"), llm, act, description="DESC the relevant table")
+    # Observe only inspects: its grammar (when on) has no submit.
+    observe_llm = LLM(grammar=EXECUTE_ONLY_GBNF if grammar else None)
+    observe_s = State("Observe", instruction("observe"), observe_llm, act, description="DESC the relevant table")
     solve = State(
         "Solve",
         instruction("solve", *([] if verify else [_SUBMIT_IN_SOLVE]), *([] if observe else [_DESC_IN_SOLVE])),
