@@ -257,11 +257,12 @@ class DecodingMonitor:
                 if not fix and self.spec.dfa.must_stop(walk.resume_q):
                     need_call, final = False, True  # junk after the end: truncation was enough
                     continue
+                if self._walk(turn, q0, True).env_state is not None:
+                    need_call = False  # the correction leads to an env-input state: enter it
+                    final = True
+                    continue
                 if tr.calls >= self.max_calls:
                     return self._commit_partial(tr, turn, q0)
-                if self._walk(turn, q0, True).env_state is not None:
-                    need_call = False  # the forced choice picked an env-input state
-                    final = True
                 continue
             if walk.env_state is not None:
                 env_at = self._env_marker_offset(turn)
