@@ -5,6 +5,8 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import stateflow
 from stateflow import ModelProfile, ToolResult
@@ -154,3 +156,28 @@ def test_llm_states_carry_content_grammars():
     sf = spec_to_flow(REACT_TOOLS, env_inputs={"Question": task_input, "Observation": task_input})
     llm = next(o for o in sf.flow.states["Action"].outputs if isinstance(o, stateflow.LLM))
     assert llm.grammar == content_grammar(REACT_TOOLS, "Action") == 'root ::= ("search" | "finish")'
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(["search", "finish", "Google", "thought", "final-thought", "end", "??", ""]), min_size=1)
+)
+def test_imported_flow_never_leaves_the_spec_whatever_the_model_says(replies):
+    sf = spec_to_flow(
+        REACT_TOOLS, env_inputs={"Question": task_input, "Observation": lambda ctx: "obs"}, max_transitions=12
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = stateflow.run(
+            sf.flow,
+            "q",
+            models={"*": SCRIPTED},
+            scripts={"scripted-a": ScriptedLLM(replies, cycle=True)},
+            raise_errors=False,
+        )
+    trace = sf.trace(result)
+    assert REACT_TOOLS.dfa.accepts_prefix(trace), trace
+    if result.stop_reason == "final":
+        assert REACT_TOOLS.dfa.accepts(trace)
+    else:
+        assert result.stop_reason == "max_transitions" or "SpecViolationError" in (result.error or ""), result.error
