@@ -1,0 +1,64 @@
+"""Reports: the table, the plots and the HTML page (opened in headless Chromium)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from tasks.report import write_report
+from tasks.runner import RunSpec, evaluate
+from tests.tasks.test_runner import ORACLE_SPEC
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+]
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory, sql_available):
+    out = tmp_path_factory.mktemp("run")
+    spec = RunSpec("intercode-sql", ("stateflow", "sf_agent"), out=out, tasks="0:3", **ORACLE_SPEC)
+    return evaluate(spec, progress=False).records
+
+
+def test_report_files(tmp_path, records):
+    paths = write_report(records, tmp_path)
+    for key in ("html", "metrics", "success_vs_cost", "tokens_by_state"):
+        assert paths[key].exists() and paths[key].stat().st_size > 0
+    assert paths["success_vs_cost"].read_bytes()[:4] == b"\x89PNG"
+    html = paths["html"].read_text()
+    assert "intercode-sql / sf_agent / oracle" in html and "<svg" in html
+    assert "http://" not in html.replace("http://www.w3.org", "")  # self-contained: nothing to fetch
+
+
+def test_html_report_opens_in_chromium_without_console_errors(tmp_path, records):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Chromium is not installed (scripts/setup.sh installs it)")
+    page = write_report(records, tmp_path)["html"]
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run(
+            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 0, proc.stderr[-1000:]
+    console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line]
+    assert console == []
+    dom = proc.stdout
+    assert 'data-ready="yes"' in dom  # the page's script ran to the end
+    assert 'class="ep ok sel"' in dom  # the first episode of a group is selected...
+    assert 'class="node hl"' in dom  # ...and its path is highlighted on the state graph
