@@ -268,7 +268,7 @@ class Sandbox:
         ]
         if self._cgroup is None:  # no cgroup (non-root): per-process caps instead
             setup += [f"ulimit -p {self._nproc}", f"ulimit -v {lim.memory_bytes // 1024}"]
-        setup.append('exec "$@"')
+        setup.append('exec "$@"')  # joined with && : a failed join or limit never runs the command unconfined
         ns = [f"--mount=/proc/{self._keeper.pid}/ns/mnt"]
         if self._rootless:
             ns[:0] = [f"--user=/proc/{self._keeper.pid}/ns/user", "--preserve-credentials"]
@@ -289,7 +289,7 @@ class Sandbox:
             "--",
             "/bin/sh", "-c", _RELAY, "sf-run",
         ]  # fmt: skip
-        cmd = ["dash", "-c", "; ".join(setup), "sf-sandbox", "nsenter", *ns, "--", *bwrap, *argv]
+        cmd = ["dash", "-c", " && ".join(setup), "sf-sandbox", "nsenter", *ns, "--", *bwrap, *argv]
         proc = subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
