@@ -232,6 +232,9 @@ def run_spec(
 
     s = resolve_spec(spec)
     feed = _CliInputs(s, task, _parse_inputs(inputs or []))
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    for w in s.warnings:  # load-time warnings: ambiguous texts, empty correction prefixes
+        err.print(f"[yellow]warning:[/] {escape(w)}")
     assignment = load_config(config) if config else ModelAssignment.of(None)
     if model:
         assignment = assignment.merged(parse_model_options(model))
