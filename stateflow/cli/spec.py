@@ -100,7 +100,9 @@ def _print_table(s: AgentSpec, out: Console) -> None:
 @app.command("graph")
 def graph(
     spec: Annotated[str, typer.Argument(help="spec file or library name")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="mermaid, table or json")] = "mermaid",
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="mermaid, table, json (the automaton) or flow (the imported flow)")
+    ] = "mermaid",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="write to this file")] = None,
 ) -> None:
     """Print the spec's automaton (edges are labelled with declared states)."""
@@ -111,6 +113,12 @@ def graph(
         text = to_mermaid(s)
     elif fmt == "table":
         text = "\n".join(f"q{q}\t{n}\t{'q' + str(r) if r >= 0 else ''}\t{f}" for q, n, r, f in transition_table(s))
+    elif fmt == "flow":
+        from stateflow.graph import to_mermaid as flow_mermaid
+        from stateflow.spec.importer import spec_to_flow, task_input
+
+        handlers = {n: task_input for n in s.spec.env_states}  # placeholders: only the shape is drawn
+        text = flow_mermaid(spec_to_flow(s, env_inputs=handlers).flow)
     elif fmt == "json":
         dfa = s.dfa
         text = json.dumps(
@@ -127,7 +135,7 @@ def graph(
             indent=2,
         )
     else:
-        raise ValueError(f"--format {fmt!r}: valid formats are mermaid, table, json")
+        raise ValueError(f"--format {fmt!r}: valid formats are mermaid, table, json, flow")
     if output is not None:
         output.write_text(text + "\n", encoding="utf-8")
         typer.echo(f"wrote {output}")

@@ -25,6 +25,8 @@ def test_graph_formats(capsys, tmp_path):
     assert main(["spec", "graph", "direct", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["transitions"]["0"] == {"Question": 1} and data["accepting"] == [2]
+    assert main(["spec", "graph", "react", "--format", "flow"]) == 0
+    assert '-->|"2. spec: next is Final-Thought"| s_Final_Thought' in capsys.readouterr().out
     target = tmp_path / "g.mmd"
     assert main(["spec", "graph", "pass", "-o", str(target)]) == 0
     assert target.read_text().startswith("stateDiagram-v2")
