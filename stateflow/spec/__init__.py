@@ -32,7 +32,7 @@ from stateflow.spec.completer import (
 from stateflow.spec.errors import SpecError, SpecSyntaxError, SpecViolationError
 from stateflow.spec.examples import ExampleReport, check_example, check_examples_file
 from stateflow.spec.grammar import content_grammar, turn_grammar
-from stateflow.spec.importer import SpecFlow, spec_to_flow, task_input
+from stateflow.spec.importer import SpecFlow, environment_step, spec_to_flow, task_input
 from stateflow.spec.library import library_names, library_path, library_spec
 from stateflow.spec.model import Spec, StateDecl
 from stateflow.spec.monitor import DecodingMonitor, MonitorTrace, SpecStep, Violation
@@ -67,6 +67,7 @@ __all__ = [
     "compile_formula",
     "completer_for",
     "content_grammar",
+    "environment_step",
     "library_names",
     "library_path",
     "library_spec",

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from stateflow.conditions import Condition, Judge
 from stateflow.flow import Flow, State, Transition
@@ -39,7 +39,7 @@ from stateflow.spec.compiled import AgentSpec
 from stateflow.spec.errors import SpecError, SpecViolationError
 from stateflow.spec.grammar import DEFAULT_MAX_CONTENT, content_grammar
 
-__all__ = ["EnvHandler", "SpecFlow", "spec_to_flow", "task_input"]
+__all__ = ["EnvHandler", "SpecFlow", "environment_step", "spec_to_flow", "task_input"]
 
 EnvHandler = Callable[[Context], "ToolResult | str"]
 _END_CHOICE = "end"
@@ -48,6 +48,35 @@ _END_CHOICE = "end"
 def task_input(ctx: Context) -> str:
     """An env-input handler that supplies the run's task text (e.g. for a ``Question`` state)."""
     return ctx.task
+
+
+def environment_step(spec: AgentSpec, make_action: Callable[[Mapping[str, str]], str]) -> EnvHandler:
+    """An env-input handler that executes an action in ``ctx.env`` (an ``envs.base.Environment``).
+
+    Args:
+        spec: the spec (its state texts delimit each state's content in model messages).
+        make_action: builds the action string from the latest content of each declared LLM
+            state (e.g. ``lambda c: c["Action-Input"] if c["Action"] == "execute" else "submit"``).
+
+    Returns:
+        A handler returning the rendered observation with ``meta`` ``reward``, ``done`` and the
+        environment's ``info``; ``done`` ends the run where the behaviour may stop.
+    """
+
+    def step(ctx: Context) -> ToolResult:
+        if ctx.env is None:
+            raise SpecError("environment_step needs run(..., env=ENVIRONMENT); the run has no env")
+        latest: dict[str, str] = {}
+        for m in ctx.history:
+            if m.kind == Kind.LLM and m.state in spec.spec.states:
+                latest[m.state] = _content_of(spec, m.state, m.content)
+        action = make_action(latest)
+        observation, reward, done, info = ctx.env.step(action)
+        text = ctx.env.render_observation(observation)
+        return ToolResult(text, meta={"reward": reward, "done": bool(done), "info": dict(info or {}), "action": action})
+
+    step.__name__ = "environment_step"
+    return step
 
 
 def _slug(name: str) -> str:
@@ -101,12 +130,13 @@ def _valid_trace(spec: AgentSpec, history: Any) -> list[str]:
 class _Decider:
     """Picks the next declared state (or the end) after each state; one object per flow."""
 
-    def __init__(self, spec: AgentSpec, max_retries: int, judge_profile: str | None):
+    def __init__(self, spec: AgentSpec, max_retries: int, judge_profile: str | None, ending: str):
         self.spec = spec
         self.max_retries = max_retries
+        self.ending = ending
         self.judges: dict[tuple[str, ...], Judge] = {}
         dfa = spec.dfa
-        for q, allow_end in [(q, True) for q in range(dfa.num_states)] + [(dfa.start, False)]:
+        for q, allow_end in [(q, ending == "judge") for q in range(dfa.num_states)] + [(dfa.start, False)]:
             options = self._options(q, allow_end)
             if len(options) > 1 and options not in self.judges:
                 listing = "; ".join(
@@ -163,11 +193,21 @@ class _Decider:
         if q is None:  # cannot happen: transitions only follow the automaton
             raise SpecViolationError(f"run left the spec at {trace}", dfa_state=-1, valid=())
         ctx.vars["spec_dfa_state"] = q
-        options = self._options(q, allow_end=bool(trace))  # a run does not end before its first step
+        # a run does not end before its first step; with ending="environment" only the
+        # environment (or the automaton) ends it
+        options = self._options(q, allow_end=bool(trace) and self.ending == "judge")
         if not options:
             return _END_CHOICE
-        if last is not None and last.kind == Kind.TOOL and last.meta.get("done") and dfa.may_stop(q):
-            return _END_CHOICE
+        if last is not None and last.kind == Kind.TOOL and last.meta.get("done"):
+            if dfa.may_stop(q):
+                return _END_CHOICE
+            raise SpecViolationError(
+                f"the environment ended the episode after {ctx.state!r}, where the behaviour cannot stop; "
+                f"valid next states: {', '.join(dfa.next_states(q))}",
+                dfa_state=q,
+                valid=dfa.next_states(q),
+                detail=last.content[:200],
+            )
         if len(options) == 1:
             return options[0]
         judge = self.judges[options]
@@ -192,6 +232,7 @@ def spec_to_flow(
     max_transitions: int = 40,
     max_retries: int = 2,
     judge_profile: str | None = None,
+    ending: Literal["judge", "environment"] = "judge",
 ) -> SpecFlow:
     """Build a StateFlow flow that runs ``spec``.
 
@@ -207,6 +248,9 @@ def spec_to_flow(
         max_transitions: the flow's transition bound.
         max_retries: invalid values allowed in a row for a constrained state.
         judge_profile: profile of the next-state judges (default: the state's own model).
+        ending: who ends a run where the behaviour may stop but need not: ``"judge"`` (the
+            model is asked, "end" being one option) or ``"environment"`` (only an env-input
+            handler reporting ``meta["done"]``, e.g. an InterCode ``submit``; no judge call).
 
     Raises:
         SpecError: an env-input state without a handler, or a handler for an unknown state.
@@ -235,7 +279,9 @@ def spec_to_flow(
     while end_name in decl:
         end_name = "_" + end_name
     end = State(end_name, final=True, description="the behaviour is complete")
-    decider = _Decider(spec, max_retries, judge_profile)
+    if ending not in ("judge", "environment"):
+        raise ValueError(f"ending={ending!r}: valid values are 'judge' and 'environment'")
+    decider = _Decider(spec, max_retries, judge_profile, ending)
     judges = tuple(decider.judges.values())
 
     def goes_to(target: str) -> Condition:

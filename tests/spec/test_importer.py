@@ -181,3 +181,56 @@ def test_imported_flow_never_leaves_the_spec_whatever_the_model_says(replies):
         assert REACT_TOOLS.dfa.accepts(trace)
     else:
         assert result.stop_reason == "max_transitions" or "SpecViolationError" in (result.error or ""), result.error
+
+
+class _CountingEnv:
+    """A stand-in environment with the envs.base contract: counts executes, ends on submit."""
+
+    def __init__(self):
+        self.actions = []
+
+    def step(self, action):
+        self.actions.append(action)
+        if action == "submit":
+            return "submitted", 1.0, True, {"ok": True}
+        return [("row", len(self.actions))], 0.0, False, {}
+
+    def render_observation(self, observation):
+        return str(observation)
+
+
+def test_environment_step_drives_an_environment_and_its_done_ends_the_run():
+    from stateflow.spec.importer import environment_step
+
+    spec = library_spec("intercode-react")
+
+    def make_action(latest):
+        action = latest["Action"]
+        return action[len("execute[") : -1] if action.startswith("execute[") else action
+
+    sf = spec_to_flow(
+        spec,
+        env_inputs={"Question": task_input, "Observation": environment_step(spec, make_action)},
+        ending="environment",
+    )
+    env = _CountingEnv()
+    llm = ScriptedLLM(["Look first.", "execute[SELECT 1]", "Done.", "Action: submit"])  # repeated cue is stripped
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = stateflow.run(sf.flow, "Count rows", models={"*": SCRIPTED}, scripts={"scripted-a": llm}, env=env)
+    assert env.actions == ["SELECT 1", "submit"]
+    assert result.stop_reason == "final"
+    assert sf.trace(result) == ["Question", "Thought", "Action", "Observation", "Thought", "Action", "Observation"]
+    assert not [s for s in result.steps if s.output.startswith("judge")]  # no judge: the environment ends it
+    last_tool = result.history.last("tool")
+    assert last_tool.meta["reward"] == 1.0 and last_tool.meta["done"] is True
+
+
+def test_environment_ending_where_the_behaviour_cannot_stop_is_an_error():
+    done = lambda ctx: ToolResult("over", meta={"done": True})  # noqa: E731
+    sf = spec_to_flow(REACT_TOOLS, env_inputs={"Question": task_input, "Observation": done}, ending="environment")
+    with warnings.catch_warnings(), pytest.raises(SpecViolationError, match="cannot stop"):
+        warnings.simplefilter("ignore")
+        stateflow.run(
+            sf.flow, "q", models={"*": SCRIPTED}, scripts={"scripted-a": ScriptedLLM(["thought", "t", "search", "i"])}
+        )
