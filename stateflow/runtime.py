@@ -35,6 +35,7 @@ from autogen.io.base import IOStream
 
 from stateflow.backends.cassette import Cassette, RecordingClient, ReplayClient
 from stateflow.backends.endpoints import config_entry, constraint_fields
+from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedClient, ScriptedLLM
 from stateflow.conditions import Judge
 from stateflow.errors import ConfigError, LLMError, NoTransitionError, RunTimeout, StateFlowError
@@ -140,6 +141,7 @@ class LLMBackends:
         assignment: which profile serves which state.
         scripts: ``{profile name: ScriptedLLM}`` for profiles with ``provider="scripted"``.
         cassette: record/replay every call of this run.
+        http: shared HTTP connection pools (reused across runs).
     """
 
     def __init__(
@@ -147,7 +149,9 @@ class LLMBackends:
         assignment: ModelAssignment,
         scripts: Mapping[str, ScriptedLLM] | None = None,
         cassette: Cassette | None = None,
+        http: HttpClients | None = None,
     ):
+        self.http = http
         self.assignment = assignment
         self.scripts = dict(scripts or {})
         self.cassette = cassette
@@ -179,6 +183,8 @@ class LLMBackends:
 
                 base_url = resolve_endpoint(profile)
             entry = config_entry(profile, base_url=base_url)
+            if self.http is not None and self.cassette is None:
+                entry["http_client"] = self.http.get(entry.get("base_url"), profile.timeout)
             if self.cassette is not None:
                 cls = RecordingClient if self.cassette.mode == "record" else ReplayClient
                 entry["model_client_cls"] = cls.__name__
@@ -507,6 +513,7 @@ def run(
     env: Any = None,
     scripts: Mapping[str, ScriptedLLM] | None = None,
     cassette: Cassette | None = None,
+    http: HttpClients | None = None,
     max_transitions: int | None = None,
     vars: Mapping[str, Any] | None = None,
     timeout_s: float | None = None,
@@ -523,6 +530,8 @@ def run(
         env: any object tools read through ``ctx.env`` (e.g. an InterCode environment).
         scripts: scripted replies for profiles whose provider is ``scripted`` (tests only).
         cassette: record or replay every model call of this run.
+        http: shared HTTP connection pools; pass one :class:`~stateflow.backends.http.HttpClients`
+            to many runs to reuse connections (a runner does this).
         max_transitions: overrides the flow's bound.
         vars: initial per-run variables for tools.
         timeout_s: wall-clock budget; checked before each output function (a model call in
@@ -542,7 +551,7 @@ def run(
                 assignment.profile_for(st.name, out.profile)
     for judge in flow.judges():
         assignment.profile_for(flow.initial, judge.profile)
-    backends = LLMBackends(assignment, scripts, cassette)
+    backends = LLMBackends(assignment, scripts, cassette, http)
     deadline = time.monotonic() + timeout_s if timeout_s else None
     episode = _Episode(
         flow,

@@ -16,6 +16,7 @@ from typing import Any
 
 from envs.base import Environment, Task
 from stateflow import ModelAssignment, ModelProfile, run
+from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 from tasks.actions import parse_action
 from tasks.methods import build_method
@@ -63,6 +64,7 @@ class EpisodeSpec:
     grammar: bool = False
     oracle: bool = False
     scripts: Mapping[str, ScriptedLLM] | None = None
+    http: HttpClients | None = None
 
 
 def _submit_for_agent(env: Environment) -> tuple[float, dict[str, Any]]:
@@ -90,6 +92,7 @@ def run_episode(
         view=view,
         env=env,
         scripts=scripts,
+        http=spec.http,
         vars={"max_turns": spec.max_turns},
         timeout_s=spec.timeout_s,
         raise_errors=False,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from envs.base import Environment
 from stateflow import ModelAssignment
+from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 from tasks.episode import EpisodeSpec, run_episode
 from tasks.executors import EpisodeExecutor, ThreadExecutor
@@ -187,6 +188,8 @@ def evaluate(
         )
         for m in spec.methods
     }
+    http = HttpClients()
+    specs = {m: replace(s, http=http) for m, s in specs.items()}
     live = _Live()
     new_records: list[dict[str, Any]] = []
     interrupted = False
@@ -223,6 +226,7 @@ def evaluate(
             interrupted = True
         finally:
             executor.close()
+            http.close()
     interrupted = interrupted or executor.interrupted
     if interrupted:
         console.print(f"saved {len(new_records)} episode(s); re-run the same command to resume")

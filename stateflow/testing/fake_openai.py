@@ -8,7 +8,8 @@ retries. Every request body is recorded.
 >>> with FakeOpenAIServer(lambda model, messages, body: "pong") as srv:
 ...     import openai
 ...     client = openai.OpenAI(base_url=srv.url, api_key="x")
-...     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "ping"}]).choices[0].message.content
+...     reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "ping"}])
+...     reply.choices[0].message.content
 'pong'
 """
 
@@ -75,6 +76,7 @@ class FakeOpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in two writes
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet
                 pass

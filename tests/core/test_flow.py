@@ -81,7 +81,7 @@ def test_rule_from_final_state_is_dead():
 
 def test_duplicate_names_rejected():
     other_a = State("A", Prompt("different"), LLM())
-    with pytest.raises(FlowDefinitionError, match="named 'A'|duplicate"):
+    with pytest.raises(FlowDefinitionError, match=r"named 'A'|duplicate"):
         Flow("f", initial=A, transitions=[Transition(A, END), Transition(other_a, END, when=last_contains("x"))])
 
 

@@ -1,0 +1,46 @@
+"""Shared HTTP connection pools for model endpoints.
+
+Building an OpenAI client creates a new HTTP client with a fresh TLS context (~80 ms here), and a
+new client also means new TCP connections. A runner that performs thousands of runs creates one
+:class:`HttpClients` and passes it to every ``run(..., http=...)``: runs then reuse connections.
+``httpx.Client`` is thread-safe, so worker threads may share it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import httpx
+
+__all__ = ["HttpClients"]
+
+
+class HttpClients:
+    """One ``httpx.Client`` per endpoint URL, created on first use; close() when done."""
+
+    def __init__(self, *, max_connections: int = 64):
+        self._limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._clients: dict[str, httpx.Client] = {}
+        self._lock = threading.Lock()
+
+    def get(self, base_url: str | None, timeout: float) -> httpx.Client:
+        key = base_url or "https://api.openai.com/v1"
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                # The OpenAI client passes each request's own timeout; this is only the default.
+                client = httpx.Client(timeout=httpx.Timeout(timeout), limits=self._limits, follow_redirects=True)
+                self._clients[key] = client
+            return client
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            c.close()
+
+    def __enter__(self) -> HttpClients:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
