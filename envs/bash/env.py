@@ -88,7 +88,7 @@ class BashEnv:
         self.info = {}
         self.observation = task.query
         self.workdir = "/"
-        return self.observation, self.info
+        return self.observation, dict(self.info)
 
     def step(self, action: str) -> tuple[Any, float, bool, dict[str, Any]]:
         """Execute ``action``; ``submit...`` scores the last observation, ``skip`` gives up."""

@@ -16,9 +16,11 @@ from .conftest import needs_sandbox, needs_shared_data
 # for them only p1 and p2 are stable:
 # * 30 (fs_1 #30) runs `find ${DIRECTORY} -type f` with DIRECTORY unset, i.e. over the whole root
 #   including /proc, whose file count changes while find walks it;
+# * 102 (fs_2 #42) prints `$(date)`: differs when a second boundary falls between the two runs;
 # * 109 (fs_2 #49) is `curl ... -o file` without network: whether curl prints its progress meter
-#   before failing depends on timing.
-NONDETERMINISTIC = {30, 109}
+#   before failing depends on timing;
+# * 198 (fs_4 #25) prints the 15-minute load average from `w`, which drifts between the runs.
+NONDETERMINISTIC = {30, 102, 109, 198}
 
 
 def _replay(env: BashEnv, i: int) -> tuple[float, dict]:
