@@ -6,6 +6,8 @@ Public API (what the core runtime and the CLI call):
   ``provider="local"`` profile, started lazily and shared process-wide (see :mod:`.pool`).
 * :func:`regex_to_gbnf` ``(pattern) -> GBNF``: a regex (documented subset) as a llama.cpp grammar,
   sent as ``extra_body={"grammar": ...}``.
+* :func:`check_server` ``(profile)``: after a failed request, raises :class:`ServerCrashedError`
+  (exit signal + log tail) if the profile's server died; the next ``resolve_endpoint`` restarts it.
 * :class:`LocalServerPool`, :func:`default_pool`, :class:`ManagedServer`, :class:`ServerConfig`.
 * :class:`ModelStore`, :data:`CATALOG`, :func:`model_spec`: the verified model cache.
 
@@ -25,7 +27,7 @@ from stateflow.backends.local.errors import (
     ServerStartError,
 )
 from stateflow.backends.local.grammar import UnsupportedRegexError, regex_to_gbnf
-from stateflow.backends.local.pool import LocalServerPool, default_pool, resolve_endpoint
+from stateflow.backends.local.pool import LocalServerPool, check_server, default_pool, resolve_endpoint
 from stateflow.backends.local.server import ManagedServer, ServerConfig, cpu_cores, runtime_available
 from stateflow.backends.local.store import ModelLocation, ModelStatus, ModelStore, cache_root
 
@@ -46,6 +48,7 @@ __all__ = [
     "ServerStartError",
     "UnsupportedRegexError",
     "cache_root",
+    "check_server",
     "cpu_cores",
     "default_pool",
     "model_spec",

@@ -21,7 +21,7 @@ from stateflow.backends.local.store import ModelLocation, ModelStore
 from stateflow.errors import ConfigError
 from stateflow.profiles import ModelProfile
 
-__all__ = ["LocalServerPool", "default_pool", "resolve_endpoint"]
+__all__ = ["LocalServerPool", "check_server", "default_pool", "resolve_endpoint"]
 
 
 class LocalServerPool:
@@ -83,6 +83,13 @@ class LocalServerPool:
         """Where the model file of a server in this pool came from."""
         return self._locations.get(local_model)
 
+    def check(self, local_model: str) -> None:
+        """Raise :class:`ServerCrashedError` if this pool's server for ``local_model`` died."""
+        with self._lock:
+            server = self._servers.get(local_model)
+        if server is not None:
+            server.check()
+
     def running(self) -> dict[str, ManagedServer]:
         """The servers whose process is alive, by model key."""
         with self._lock:
@@ -142,3 +149,17 @@ def resolve_endpoint(profile: ModelProfile, pool: LocalServerPool | None = None)
             "local LLM; only provider 'local' profiles have a managed endpoint"
         )
     return (pool or default_pool()).endpoint(profile.local_model, alias=profile.model)
+
+
+def check_server(profile: ModelProfile, pool: LocalServerPool | None = None) -> None:
+    """Turn a failed request into a clear error: raise if the profile's server has crashed.
+
+    Call it when a request to a ``local`` profile's endpoint fails (e.g. ``openai.APIConnectionError``).
+    The next :func:`resolve_endpoint` restarts the server.
+
+    Raises:
+        ServerCrashedError: the server died; the message gives the exit status/signal and log tail.
+    """
+    if profile.provider != "local" or not profile.local_model:
+        return
+    (pool or default_pool()).check(profile.local_model)

@@ -26,6 +26,7 @@ from stateflow.backends.local import (
     ServerConfig,
     ServerCrashedError,
     ServerStartError,
+    check_server,
     regex_to_gbnf,
     resolve_endpoint,
 )
@@ -143,7 +144,7 @@ def scenarios() -> dict[str, Any]:
     except Exception as err:
         out["after_crash"] = type(err).__name__
     try:
-        server.check()
+        check_server(PROFILE, pool)
         out["check"] = None
     except ServerCrashedError as err:
         out["check"] = str(err)
