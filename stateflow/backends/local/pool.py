@@ -10,6 +10,7 @@ or embedders may create their own pools instead.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -105,16 +106,22 @@ class LocalServerPool:
 
 
 class _DefaultPool:
-    """Holder of the process-wide pool, created on first use under a lock."""
+    """Holder of the process-wide pool, created on first use under a lock.
+
+    A forked child gets a pool of its own: the parent's server processes are not its children
+    (it could neither wait for nor stop them), and "one server per model per process" holds.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pool: LocalServerPool | None = None
+        self._pid = os.getpid()
 
     def get(self) -> LocalServerPool:
         with self._lock:
-            if self._pool is None:
+            if self._pool is None or self._pid != os.getpid():
                 self._pool = LocalServerPool()
+                self._pid = os.getpid()
             return self._pool
 
 

@@ -116,6 +116,7 @@ class ManagedServer:
         self._port: int | None = config.port or None
         self._log_path = (log_dir or cache_root() / "logs") / f"llm-server-{config.alias}.{os.getpid()}.log"
         self._crash: str | None = None
+        self._owner_pid = os.getpid()
         self.starts = 0
 
     # -- properties ------------------------------------------------------------------------------
@@ -181,6 +182,10 @@ class ManagedServer:
         """Stop the child (SIGTERM, then SIGKILL after ``timeout`` seconds); idempotent."""
         with self._lock:
             proc, self._proc = self._proc, None
+            if os.getpid() != self._owner_pid:
+                # A forked copy of the owner (e.g. exiting through an inherited atexit hook): the
+                # server belongs to the parent, leave it alone.
+                return
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 try:

@@ -103,6 +103,13 @@ def scenarios() -> dict[str, Any]:
     ]
     out["turn3"] = _chat(client, conv)
 
+    # The plain completions route reports cached tokens too.
+    prompt = "-- SQLite\nCREATE TABLE singer(name TEXT, age INT);\n-- all singers older than 30\nSELECT"
+    for key, text in (("completion1", prompt), ("completion2", prompt + " name FROM singer WHERE age > 30;\n--")):
+        c = client.completions.create(model=PROFILE.model, prompt=text, max_tokens=4, temperature=0.0)
+        details = c.usage.prompt_tokens_details
+        out[key] = {"prompt_tokens": c.usage.prompt_tokens, "cached_tokens": getattr(details, "cached_tokens", None)}
+
     grammar = regex_to_gbnf(THOUGHT_ACTION)
     react = [
         {
@@ -132,6 +139,14 @@ def scenarios() -> dict[str, Any]:
     out["autogen_reply"] = reply if isinstance(reply, str) else json.dumps(reply)
     summary = agent.client.total_usage_summary or {}
     out["autogen_usage"] = {k: v for k, v in summary.items() if isinstance(v, dict)}
+
+    # A forked child that closes its inherited pool (e.g. via atexit) must not stop our server.
+    child = os.fork()
+    if child == 0:
+        pool.close()
+        os._exit(0)
+    os.waitpid(child, 0)
+    out["alive_after_fork_close"] = server.alive()
 
     # Crash: the call in flight fails, check() explains, the next resolve restarts on the same URL.
     os.kill(server.pid, signal.SIGSEGV)

@@ -84,6 +84,12 @@ def test_cached_tokens_reported_and_prefix_reused(run):
     assert t3["cached_tokens"] >= t2["prompt_tokens"] - 1
 
 
+def test_completions_route_reports_cached_tokens(run):
+    c1, c2 = run["completion1"], run["completion2"]
+    assert c1["cached_tokens"] is not None
+    assert c2["cached_tokens"] >= c1["prompt_tokens"] - 1 and c2["cached_tokens"] < c2["prompt_tokens"]
+
+
 def test_grammar_makes_the_model_follow_thought_action(run):
     g = run["grammar"]
     assert re.fullmatch(THOUGHT_ACTION, g["content"]), g["content"]
@@ -94,6 +100,10 @@ def test_real_autogen_agent_talks_to_the_server(run):
     assert "select" in run["autogen_reply"].lower()
     usage = run["autogen_usage"]["qwen2.5-coder-0.5b-instruct"]
     assert usage["prompt_tokens"] > 0 and usage["cost"] == 0.0
+
+
+def test_forked_child_leaves_the_parents_server_alone(run):
+    assert run["alive_after_fork_close"] is True
 
 
 def test_crash_gives_clear_error_and_restart_on_next_use(run):

@@ -1,0 +1,94 @@
+"""regex_to_gbnf: translation of the documented subset, rejection of the rest, llama.cpp parses it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from stateflow.backends.local import UnsupportedRegexError, regex_to_gbnf, runtime_available
+from stateflow.errors import ConfigError
+
+CASES = {
+    r"^Thought: [^\n]{1,200}\nAction: (execute\[[^\n]{1,200}\]|submit)$": (
+        'root ::= "Thought: " [^\\n]{1,200} "\\nAction: " ("execute[" [^\\n]{1,200} "]" | "submit")\n'
+    ),
+    r"a.b*c+d?e{2}f{2,}g{2,5}": 'root ::= "a" [^\\n] "b"* "c"+ "d"? "e"{2} "f"{2,} "g"{2,5}\n',
+    r"\d\w\s\D": "root ::= [0-9] [a-zA-Z0-9_] [ \\t\\n\\r\\x0C\\x0B] [^0-9]\n",
+    r"(?:ab|cd)+x\"y": 'root ::= ("ab" | "cd")+ "x\\"y"\n',
+    r"(ab)": 'root ::= "ab"\n',
+    r"(ab){3}": 'root ::= ("ab"){3}\n',
+    r"[-a-z^\]\\]": "root ::= [\\x2Da-z\\x5E\\]\\\\]\n",
+    r"\x41\u00e9\.\(": 'root ::= "Aé.("\n',
+    "": 'root ::= ""\n',
+    "a|": 'root ::= ("a" | "")\n',
+}
+
+
+@pytest.mark.parametrize("pattern", list(CASES))
+def test_translation(pattern):
+    assert regex_to_gbnf(pattern) == CASES[pattern]
+
+
+def test_max_repeat_bounds_every_open_repeat():
+    assert regex_to_gbnf(r"a*b+c{3,}d{1,9}", max_repeat=50) == 'root ::= "a"{0,50} "b"{1,50} "c"{3,50} "d"{1,9}\n'
+    assert regex_to_gbnf(r"a{80,}", max_repeat=50) == 'root ::= "a"{80}\n'
+    with pytest.raises(ValueError):
+        regex_to_gbnf("a", max_repeat=0)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "fragment"),
+    [
+        ("(a", "missing ')'"),
+        ("a)", "unbalanced ')'"),
+        ("(?=a)", "look-around"),
+        ("(?P<x>a)", "names"),
+        (r"(a)\1", "backreferences"),
+        ("a*?", "lazy"),
+        ("a++", "lazy or possessive"),
+        (r"\bword", "word boundary"),
+        ("[z-a]", "bad range"),
+        ("a{3,1}", "max < min"),
+        ("a{x}", "malformed"),
+        ("*a", "nothing to repeat"),
+        ("a^b", "anchor"),
+        ("[abc", "missing ']'"),
+        ("abc\\", "lone backslash"),
+        (r"\q", "unknown escape"),
+        (r"[\D]", "inside a character class"),
+    ],
+)
+def test_unsupported_or_malformed_patterns_are_clear_errors(pattern, fragment):
+    with pytest.raises(UnsupportedRegexError) as err:
+        regex_to_gbnf(pattern)
+    assert fragment in str(err.value)
+    assert repr(pattern) in str(err.value) and "position" in str(err.value)
+    assert isinstance(err.value, ConfigError)
+
+
+_PARSE = """
+import json, sys
+from llama_cpp import LlamaGrammar
+bad = {}
+for g in json.loads(sys.stdin.read()):
+    try:
+        LlamaGrammar.from_string(g, verbose=False)
+    except Exception as err:
+        bad[g] = str(err)
+print(json.dumps(bad))
+"""
+
+
+def test_llama_cpp_parses_every_translation():
+    if runtime_available():
+        pytest.skip(f"llama-cpp-python absent ({runtime_available()}); run scripts/setup_local_llm.sh")
+    grammars = [*CASES.values(), regex_to_gbnf(r"[^\n]*x", max_repeat=10)]
+    # In a subprocess: a native parser crash must not kill the test run.
+    proc = subprocess.run(
+        [sys.executable, "-c", _PARSE], input=json.dumps(grammars), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {}
