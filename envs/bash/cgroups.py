@@ -50,21 +50,21 @@ def _kill_and_remove(groups: list[Path]) -> None:
             group.rmdir()
 
 
-def _kill_all(group: Path, *, rounds: int = 200) -> bool:
-    """SIGKILL every process in ``group`` until it is empty; True when empty."""
-    kill_file = group / "cgroup.kill"  # v2 only, atomic
+def _kill_all(group: Path, *, rounds: int = 200, keep: frozenset[int] = frozenset()) -> bool:
+    """SIGKILL every process in ``group`` but ``keep`` until none is left; True when done."""
+    kill_file = group / "cgroup.kill"  # v2 only, atomic (kills everything, so only without keep)
     for _ in range(rounds):
-        pids = _read_pids(group)
+        pids = [p for p in _read_pids(group) if p not in keep]
         if not pids:
             return True
-        if kill_file.exists():
+        if kill_file.exists() and not keep:
             with contextlib.suppress(OSError):
                 kill_file.write_text("1")
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.005)
-    return not _read_pids(group)
+    return not [p for p in _read_pids(group) if p not in keep]
 
 
 class SandboxCgroup:
@@ -114,9 +114,9 @@ class SandboxCgroup:
         """The ``cgroup.procs`` paths a process writes its pid into to join."""
         return [str(g / "cgroup.procs") for g in self.groups]
 
-    def kill_all(self) -> bool:
-        """Kill every process of the group; True when none is left."""
-        return all(_kill_all(g) for g in self.groups)
+    def kill_all(self, keep: set[int] | frozenset[int] = frozenset()) -> bool:
+        """Kill every process of the group except ``keep``; True when no other is left."""
+        return all(_kill_all(g, keep=frozenset(keep)) for g in self.groups)
 
     def remove(self) -> None:
         """Kill what is left and delete the group. Idempotent."""

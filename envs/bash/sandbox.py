@@ -7,10 +7,12 @@ Layout of one :class:`Sandbox`:
   itself are mounted *inside that namespace only*: they never appear in the host's mount
   table, and when the keeper exits (``close()``, or our process dying, which closes its stdin)
   the kernel drops them. Nothing can be left mounted behind us;
-* each command is ``dash`` (join the cgroup, set rlimits) -> ``nsenter`` into the keeper's mount
-  namespace -> ``bwrap`` with fresh user/pid/ipc/uts/net(/cgroup) namespaces, ``--die-with-parent``,
-  ``--new-session``, a cleared environment -> the command. When the command's main process
-  exits, bwrap tears its pid namespace down, so background jobs and daemons die with the step;
+* a *spawner* (:mod:`envs.bash.spawner`) joined the sandbox's cgroup and entered the keeper's
+  namespace once; it forks each command with its rlimits: ``bwrap`` with fresh
+  user/pid/ipc/uts/net(/cgroup) namespaces, ``--die-with-parent``, ``--new-session``, a cleared
+  environment, and as pid 1 a small shell relay (see ``_RELAY``) running the command. When every
+  holder of the command's output has closed it, the relay exits and bwrap tears the pid namespace
+  down, so background jobs and daemons die with the step;
 * a cgroup (pids + memory) that every command joins, swept after every command.
 
 Reset = unmount and remount the tmpfs and overlay (a few ms): the lower layers (base root and
@@ -43,6 +45,7 @@ from pathlib import Path
 
 from envs.base import EnvironmentError_
 from envs.bash.cgroups import SandboxCgroup, sweep_stale_cgroups
+from envs.bash.spawner import Spawner
 
 __all__ = ["CommandResult", "Sandbox", "SandboxLimits", "check_sandbox_support"]
 
@@ -143,6 +146,7 @@ class Sandbox:
         self._lowers = list(lowers)
         self._upper = upper
         self._closed = False
+        self._parts: list[Spawner] = []  # shared with the finalizer
         sweep_stale_cgroups()
         _sweep_stale_state_dirs()
         # The pid in every name lets a process (and its tests) tell its own resources from others'.
@@ -170,9 +174,12 @@ class Sandbox:
             cwd=self._state,
             start_new_session=True,
         )
-        self._finalizer = weakref.finalize(self, _shutdown, self._keeper, self._cgroup, self._state)
+        self._spawner: Spawner | None = None
+        self._finalizer = weakref.finalize(self, _shutdown, self._keeper, self._cgroup, self._state, self._parts)
         try:
             self._mount()
+            self._spawner = self._start_spawner()
+            self._parts.append(self._spawner)
         except BaseException:
             self.close()
             raise
@@ -234,7 +241,7 @@ class Sandbox:
             if self._upper is not None:
                 raise EnvironmentError_("a build-mode sandbox (upper=...) cannot be reset")
             if self._cgroup is not None:
-                self._cgroup.kill_all()
+                self._cgroup.kill_all(keep=self._spawner_pids())
             self._unmount()
             if lowers is not None:
                 self._lowers = list(lowers)
@@ -256,22 +263,36 @@ class Sandbox:
             self._check_open()
             return self._run_locked(list(argv), cwd, self.limits.timeout_s if timeout is None else timeout)
 
-    def _run_locked(self, argv: list[str], cwd: str, timeout: float) -> CommandResult:
-        lim = self.limits
-        setup = []
-        if self._cgroup is not None:
-            setup += [f"echo $$ > {shlex.quote(f)}" for f in self._cgroup.procs_files()]
-        setup += [
-            f"ulimit -t {lim.cpu_seconds}",
-            f"ulimit -f {lim.file_size_bytes // 512}",
-            f"ulimit -n {lim.open_files}",
-        ]
-        if self._cgroup is None:  # no cgroup (non-root): per-process caps instead
-            setup += [f"ulimit -p {self._nproc}", f"ulimit -v {lim.memory_bytes // 1024}"]
-        setup.append('exec "$@"')  # joined with && : a failed join or limit never runs the command unconfined
+    def _ns_args(self) -> list[str]:
         ns = [f"--mount=/proc/{self._keeper.pid}/ns/mnt"]
         if self._rootless:
             ns[:0] = [f"--user=/proc/{self._keeper.pid}/ns/user", "--preserve-credentials"]
+        return ns
+
+    def _start_spawner(self) -> Spawner:
+        """Start the helper that forks commands inside the cgroup and the keeper's namespace."""
+        join = [f"echo $$ > {shlex.quote(f)}" for f in (self._cgroup.procs_files() if self._cgroup else [])]
+        # joined with && : a failed cgroup join never leaves a spawner outside its cgroup
+        script = " && ".join([*join, 'exec "$@"'])
+        prefix = ["dash", "-c", script, "sf-spawn", "nsenter", *self._ns_args(), "--"]
+        return Spawner(prefix, env={"PATH": _HOST_PATH}, tag=f"sf-bash-spawner-{os.getpid()}")
+
+    def _spawner_pids(self) -> set[int]:
+        return {self._spawner.proc.pid} if self._spawner is not None else set()
+
+    def _rlimits(self) -> dict[str, int]:
+        lim = self.limits
+        out = {
+            "RLIMIT_CPU": lim.cpu_seconds,
+            "RLIMIT_FSIZE": lim.file_size_bytes,
+            "RLIMIT_NOFILE": lim.open_files,
+        }
+        if self._cgroup is None:  # no cgroup (non-root): per-process caps instead
+            out.update(RLIMIT_NPROC=self._nproc, RLIMIT_AS=lim.memory_bytes)
+        return out
+
+    def _run_locked(self, argv: list[str], cwd: str, timeout: float) -> CommandResult:
+        assert self._spawner is not None
         bwrap = [
             "bwrap",
             "--bind", str(self._root), "/",
@@ -289,42 +310,40 @@ class Sandbox:
             "--",
             "/bin/sh", "-c", _RELAY, "sf-run",
         ]  # fmt: skip
-        cmd = ["dash", "-c", " && ".join(setup), "sf-sandbox", "nsenter", *ns, "--", *bwrap, *argv]
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env={"PATH": _HOST_PATH},
-            start_new_session=True,
-        )
+        if any("\0" in a for a in argv) or "\0" in cwd:
+            raise ValueError("NUL byte in command")
+        read_fd, write_fd = os.pipe()
         try:
-            output, truncated, timed_out = self._collect(proc, timeout)
+            try:
+                pid = self._spawner.spawn(
+                    [*bwrap, *argv], env={"PATH": _HOST_PATH}, rlimits=self._rlimits(), output_fd=write_fd
+                )
+            finally:
+                os.close(write_fd)
+            output, truncated, timed_out, code = self._collect(read_fd, pid, timeout)
         finally:
-            if proc.poll() is None:
-                _kill_group(proc)
-            proc.wait()
-            assert proc.stdout is not None
-            proc.stdout.close()
+            os.close(read_fd)
             if self._cgroup is not None:
-                self._cgroup.kill_all()
-        code = None if timed_out else proc.returncode
-        if code is not None and code < 0:
+                self._cgroup.kill_all(keep=self._spawner_pids())
+        if timed_out:
+            return CommandResult(None, output, True, truncated)
+        if code < 0:
             code = 128 - code  # killed by a signal: report it the way a shell would
-        return CommandResult(code, output, timed_out, truncated)
+        return CommandResult(code, output, False, truncated)
 
-    def _collect(self, proc: subprocess.Popen[bytes], timeout: float) -> tuple[bytes, bool, bool]:
-        assert proc.stdout is not None
-        fd = proc.stdout.fileno()
+    def _collect(self, fd: int, pid: int, timeout: float) -> tuple[bytes, bool, bool, int]:
+        """Read the merged output until it closes, then the exit status; kill at the deadline."""
+        assert self._spawner is not None
         deadline = time.monotonic() + timeout
         chunks: list[bytes] = []
         kept = 0
         truncated = False
+        timed_out = False
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                _kill_group(proc)
-                return b"".join(chunks), truncated, True
+                timed_out = True
+                break
             ready, _, _ = select.select([fd], [], [], remaining)
             if not ready:
                 continue
@@ -337,13 +356,12 @@ class Sandbox:
                 kept += min(room, len(data))
             if len(data) > room:
                 truncated = True
-        remaining = max(0.0, deadline - time.monotonic())
-        try:
-            proc.wait(timeout=remaining)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return b"".join(chunks), truncated, True
-        return b"".join(chunks), truncated, False
+        code = None if timed_out else self._spawner.wait_exit(max(0.0, deadline - time.monotonic()))
+        if code is None:  # the deadline passed: kill the sandbox (its pid namespace goes with it)
+            timed_out = True
+            _kill_pgid(pid)
+            code = self._spawner.wait_exit(None)
+        return b"".join(chunks), truncated, timed_out, code
 
     def close(self) -> None:
         """Kill every process, drop the mounts (with the keeper's namespace) and the cgroup. Idempotent."""
@@ -384,13 +402,20 @@ def _count_user_processes() -> int:
     return count
 
 
+def _kill_pgid(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-def _shutdown(keeper: subprocess.Popen[bytes], cgroup: SandboxCgroup | None, state: Path) -> None:
+def _shutdown(keeper: subprocess.Popen[bytes], cgroup: SandboxCgroup | None, state: Path, parts: list[Spawner]) -> None:
     """Release a sandbox's resources (also run by the GC / at interpreter exit)."""
+    for spawner in parts:
+        spawner.close()
     if cgroup is not None:
         cgroup.kill_all()
     if keeper.poll() is None:

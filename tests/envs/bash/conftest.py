@@ -64,7 +64,8 @@ def leftovers() -> dict[str, list[str]]:
         "processes": [
             line
             for line in procs.splitlines()
-            if (tag in line or f"sf-bash-keeper-{os.getpid()}" in line) and "pgrep" not in line
+            if any(t in line for t in (tag, f"sf-bash-keeper-{os.getpid()}", f"sf-bash-spawner-{os.getpid()}"))
+            and "pgrep" not in line
         ],
         "cgroups": groups,
         "state_dirs": [str(p) for p in Path("/tmp").glob(f"{tag}*")],

@@ -81,11 +81,13 @@ def test_fork_bomb_is_capped_and_cleaned_up(hostile: tuple[BashEnv, dict]) -> No
     assert not info["action_executed"]
     assert env.step("echo still here")[0] == "still here\n"
     assert subprocess.run(["true"]).returncode == 0  # the host can still fork
-    running = [p for p in leftovers()["processes"] if "sf-bash-keeper" not in p]  # keepers belong to open envs
+    # keepers and spawners belong to the open environments; nothing else may run
+    running = [p for p in leftovers()["processes"] if "sf-bash-keeper" not in p and "sf-bash-spawner" not in p]
     assert not running
-    cgroup = env._agent._box._cgroup
-    if cgroup is not None:  # root: the sandbox's cgroup is empty between steps
-        assert all(not (g / "cgroup.procs").read_text().strip() for g in cgroup.groups)
+    box = env._agent._box
+    if box._cgroup is not None:  # root: between steps the sandbox's cgroup holds only its spawner
+        for group in box._cgroup.groups:
+            assert (group / "cgroup.procs").read_text().split() == [str(box._spawner.proc.pid)]
     _next_task_is_clean(env)
 
 
