@@ -11,7 +11,8 @@ support) and adds three things around it:
   cache); ``GET /stateflow/stats`` gives running totals. The library's own routes would drop that
   field (their response model is a TypedDict without it), so these two paths are served by thin
   routes of ours that call the library's handlers and return the JSON unchanged.
-* **a lean prompt-state cache**: llama-cpp-python's ``LlamaRAMCache`` keeps the model state after
+* **a lean prompt-state cache**: llama-cpp-python's ``LlamaRAMCache`` (here with redundant prefix
+  entries pruned, :class:`PrefixPruningRAMCache`) keeps the model state after
   every request keyed by its tokens, so a request that extends ANY earlier one (another worker's
   episode, or a state whose system message differs from the last request's) restores that state and
   evaluates only the new suffix. The stock ``save_state`` also copies the host logits buffer
@@ -38,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AccountingLlama", "build_app", "main"]
+__all__ = ["AccountingLlama", "PrefixPruningRAMCache", "build_app", "main"]
 
 try:
     import llama_cpp
@@ -129,6 +130,23 @@ class AccountingLlama(llama_cpp.Llama):
             raise RuntimeError("llama_state_set_data failed to restore a cached prompt state")
 
 
+class PrefixPruningRAMCache(llama_cpp.LlamaRAMCache):
+    """``LlamaRAMCache`` that drops entries made redundant by a longer one.
+
+    Lookups pick the entry sharing the longest prefix with the new prompt; an entry whose tokens
+    are a prefix of another entry's can never win against it, so it is removed when the longer
+    one is stored. In an agent loop every turn extends the previous one, so this keeps one entry
+    per live conversation instead of one per turn, and the capacity holds more conversations.
+    """
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        key = tuple(key)
+        dominated = [k for k in self.cache_state if len(k) < len(key) and key[: len(k)] == k]
+        for k in dominated:
+            del self.cache_state[k]
+        super().__setitem__(key, value)
+
+
 def _scrub_settings_env() -> None:
     # ModelSettings/ServerSettings are pydantic BaseSettings: stray variables such as API_KEY or
     # CHAT_FORMAT in the user's environment would silently change the server. Every value we
@@ -174,7 +192,15 @@ def build_app(config: dict[str, Any]) -> Any:
     @app.get("/stateflow/stats")
     async def stats() -> dict[str, Any]:
         llama = _current_llama()
-        return {"alias": config["alias"], **(llama.sf_stats() if llama is not None else {})}
+        if llama is None:
+            return {"alias": config["alias"]}
+        cache = llama.cache
+        return {
+            "alias": config["alias"],
+            **llama.sf_stats(),
+            "cache_entries": len(cache.cache_state) if isinstance(cache, llama_cpp.LlamaRAMCache) else 0,
+            "cache_bytes": cache.cache_size if isinstance(cache, llama_cpp.LlamaRAMCache) else 0,
+        }
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request, body: CreateChatCompletionRequest = Body(...)) -> Any:  # noqa: B008
@@ -192,6 +218,8 @@ def build_app(config: dict[str, Any]) -> Any:
     if llama is None:
         raise RuntimeError("llama-cpp-python did not load the model")
     llama.__class__ = AccountingLlama
+    if config["cache_bytes"] > 0:
+        llama.set_cache(PrefixPruningRAMCache(capacity_bytes=config["cache_bytes"]))
     return app
 
 

@@ -140,6 +140,8 @@ def scenarios() -> dict[str, Any]:
     summary = agent.client.total_usage_summary or {}
     out["autogen_usage"] = {k: v for k, v in summary.items() if isinstance(v, dict)}
 
+    out["stats_before_crash"] = server.stats()
+
     # A forked child that closes its inherited pool (e.g. via atexit) must not stop our server.
     child = os.fork()
     if child == 0:

@@ -84,6 +84,14 @@ def test_cached_tokens_reported_and_prefix_reused(run):
     assert t3["cached_tokens"] >= t2["prompt_tokens"] - 1
 
 
+def test_server_totals_and_pruned_prompt_cache(run):
+    stats = run["stats_before_crash"]
+    assert stats["requests"] == 8
+    assert 0 < stats["evaluated_prompt_tokens"] < stats["prompt_tokens"]
+    # Each turn of a conversation extends the previous one: older entries are pruned.
+    assert 0 < stats["cache_entries"] < stats["requests"]
+
+
 def test_completions_route_reports_cached_tokens(run):
     c1, c2 = run["completion1"], run["completion2"]
     assert c1["cached_tokens"] is not None
