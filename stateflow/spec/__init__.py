@@ -31,7 +31,7 @@ from stateflow.spec.completer import (
 )
 from stateflow.spec.errors import SpecError, SpecSyntaxError, SpecViolationError
 from stateflow.spec.examples import ExampleReport, check_example, check_examples_file
-from stateflow.spec.grammar import content_grammar, turn_grammar
+from stateflow.spec.grammar import content_grammar, line_grammar, turn_grammar
 from stateflow.spec.importer import SpecFlow, environment_step, spec_to_flow, task_input
 from stateflow.spec.library import library_names, library_path, library_spec
 from stateflow.spec.model import Spec, StateDecl
@@ -71,6 +71,7 @@ __all__ = [
     "library_names",
     "library_path",
     "library_spec",
+    "line_grammar",
     "parse_spec",
     "read_spec_file",
     "spec_to_flow",

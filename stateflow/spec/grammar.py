@@ -7,8 +7,8 @@ at an env-input text (the monitor cuts there and asks the environment) or, where
 may stop, at the end of the output. Free content is bounded (``[^\\n]{1,N}``): with unbounded
 free text small models degenerate (platform.md, "Grammar").
 
-:func:`content_grammar` constrains the content of a single state (used when a StateFlow state
-generates only its own content).
+:func:`line_grammar` constrains one state's line (its text, then its content): what a StateFlow
+state imported from a spec generates; :func:`content_grammar` constrains the content alone.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 
 from stateflow.spec.compiled import AgentSpec
 
-__all__ = ["DEFAULT_MAX_CONTENT", "content_grammar", "gbnf_literal", "turn_grammar"]
+__all__ = ["DEFAULT_MAX_CONTENT", "content_grammar", "gbnf_literal", "line_grammar", "turn_grammar"]
 
 #: Default bound on the characters of one line of free content.
 DEFAULT_MAX_CONTENT = 200
@@ -54,6 +54,20 @@ def content_grammar(spec: AgentSpec, name: str, *, max_content: int = DEFAULT_MA
     if choices:
         return "root ::= (" + " | ".join(gbnf_literal(c) for c in choices) + ")"
     return f"root ::= [^\\n]{{1,{max_content}}}"
+
+
+def line_grammar(spec: AgentSpec, name: str, *, max_content: int = DEFAULT_MAX_CONTENT) -> str:
+    """Grammar of one state's line: its text, then its allowed values or bounded free content.
+
+    Used when a StateFlow state generates one step: the model writes the label it was cued
+    with (small chat models want to write labels; fixing it stops them writing another state's).
+
+    Example:
+        >>> from stateflow.spec import library_spec
+        >>> line_grammar(library_spec("react"), "Thought", max_content=80)
+        'root ::= "Thought:" " " [^\\\\n]{1,80}'
+    """
+    return f"root ::= {gbnf_literal(spec.state(name).text)} {_content_rule(spec, name, max_content)}"
 
 
 def turn_grammar(spec: AgentSpec, q: int, *, max_content: int = DEFAULT_MAX_CONTENT) -> str:

@@ -3,20 +3,20 @@
 Mapping:
 
 * every declared state becomes a StateFlow state whose outputs are ``Prompt(cue)`` followed by
-  ``LLM(...)`` (LLM states: the model writes the state's content, cued by the state's text,
-  stopping at any other state's text; for grammar-capable providers a GBNF grammar bounds the
-  content or restricts it to the allowed values) or ``Tool(handler)`` (env-input states: the
-  caller's handler supplies the content: a tool, the environment, a user);
+  ``LLM(...)`` (LLM states: the model writes the state's line, cued by the state's text,
+  stopping at any other state's text; for grammar-capable providers a GBNF grammar fixes the
+  label and bounds the content or restricts it to the allowed values) or ``Tool(handler)``
+  (env-input states: the caller's handler supplies the content: a tool, the environment, a user);
 * an extra final state (``Done``, renamed if a declared state has that name) ends the run;
 * δ follows the automaton. The run carries the automaton state implicitly: it is recomputed
   from the history (one LLM or tool message per state entry, in order), so it is exact in both
   views and across retries. When several next states are valid, an LLM judge (the core's
   :class:`~stateflow.conditions.Judge`, one per distinct set of options) asks the model which
   comes next; when one is valid it is taken without a call;
-* a value outside a state's allowed values is a violation: the state is entered again (the
-  invalid entry does not count for the automaton), at most ``max_retries`` times in a row,
-  then :class:`~stateflow.spec.errors.SpecViolationError` ends the run. Values are never
-  coerced;
+* an entry that writes another state's step, or a value outside the state's allowed values, is
+  a violation: the state is entered again (the invalid entry does not count for the automaton),
+  at most ``max_retries`` times in a row, then :class:`~stateflow.spec.errors.SpecViolationError`
+  ends the run. Values are never coerced; violations are listed in ``vars["spec_violations"]``;
 * an env-input handler returning ``ToolResult(..., meta={"done": True})`` ends the run where
   the behaviour may stop.
 
@@ -37,7 +37,7 @@ from stateflow.messages import Kind
 from stateflow.outputs import LLM, Context, Prompt, Tool, ToolResult
 from stateflow.spec.compiled import AgentSpec
 from stateflow.spec.errors import SpecError, SpecViolationError
-from stateflow.spec.grammar import DEFAULT_MAX_CONTENT, content_grammar
+from stateflow.spec.grammar import DEFAULT_MAX_CONTENT, line_grammar
 
 __all__ = ["EnvHandler", "SpecFlow", "environment_step", "spec_to_flow", "task_input"]
 
@@ -115,14 +115,26 @@ def _content_of(spec: AgentSpec, state: str, content: str) -> str:
     return ""  # the message starts with another state's text: no content for this state
 
 
+def _entry_problem(spec: AgentSpec, state: str, content: str) -> str | None:
+    """Why a model message is not a valid entry of ``state`` (``None`` if it is)."""
+    segments = spec.segmenter.split(content.strip())
+    if segments and segments[0].state not in (None, state):
+        other = segments[0].state
+        return f"{state}: the model wrote the {other} step ({spec.state(other).text!r}) instead"
+    choices = spec.state(state).choices
+    value = _content_of(spec, state, content)
+    if choices and value not in choices:
+        return f"{state}: {value[:80]!r} is not one of {list(choices)}"
+    return None
+
+
 def _valid_trace(spec: AgentSpec, history: Any) -> list[str]:
     trace = []
     for m in history:
         if m.kind not in (Kind.LLM, Kind.TOOL) or m.state not in spec.spec.states:
             continue
-        choices = spec.state(m.state).choices
-        if choices and _content_of(spec, m.state, m.content) not in choices:
-            continue  # an invalid value: the entry is retried and does not count
+        if m.kind == Kind.LLM and _entry_problem(spec, m.state, m.content) is not None:
+            continue  # an invalid entry: the state is retried and the entry does not count
         trace.append(m.state)
     return trace
 
@@ -170,20 +182,17 @@ class _Decider:
         spec, dfa = self.spec, self.spec.dfa
         last = ctx.history.last()
         if last is not None and last.kind == Kind.LLM and last.state == ctx.state:
-            choices = spec.state(ctx.state).choices
-            if choices and _content_of(spec, ctx.state, last.content) not in choices:
+            problem = _entry_problem(spec, ctx.state, last.content)
+            if problem is not None:
                 retries = ctx.vars.get("spec_retries", 0) + 1
                 ctx.vars["spec_retries"] = retries
-                ctx.vars.setdefault("spec_violations", []).append(
-                    f"{ctx.state}: {last.content.strip()[:80]!r} is not one of {list(choices)}"
-                )
+                ctx.vars.setdefault("spec_violations", []).append(problem)
                 if retries > self.max_retries:
-                    trace = _valid_trace(spec, ctx.history)
-                    q = dfa.run(trace)
+                    q = dfa.run(_valid_trace(spec, ctx.history))
                     raise SpecViolationError(
-                        f"state {ctx.state!r} produced {retries} invalid values in a row; allowed: {list(choices)}",
+                        f"state {ctx.state!r} got {retries} invalid entries in a row (last: {problem})",
                         dfa_state=-1 if q is None else q,
-                        valid=tuple(choices),
+                        valid=(ctx.state,),
                         detail=last.content[:200],
                     )
                 return ctx.state  # retry the state: the invalid entry does not count
@@ -273,7 +282,7 @@ def spec_to_flow(
         if d.env_input:
             states[name] = State(name, Prompt(cue), Tool(env_inputs[name], name=f"input_{_slug(name)}"))
         else:
-            grammar = content_grammar(spec, name, max_content=max_content) if use_grammar else None
+            grammar = line_grammar(spec, name, max_content=max_content) if use_grammar else None
             states[name] = State(name, Prompt(cue), LLM(grammar=grammar, stop=stops), description=d.text)
     end_name = "Done"
     while end_name in decl:
@@ -309,8 +318,8 @@ def spec_to_flow(
                 continue
             targets += [t for t in dfa.next_states(r) if t not in targets]
             can_end = can_end or dfa.may_stop(r)
-        if spec.state(s).choices and s not in targets:
-            targets.append(s)  # retries after an invalid value
+        if not spec.state(s).env_input and s not in targets:
+            targets.append(s)  # retries after an invalid entry
         for t in sorted(targets, key=list(decl).index):
             rules.append(Transition(states[s], states[t], when=goes_to(t)))
         if can_end:
@@ -331,12 +340,12 @@ def spec_to_flow(
 
 def _system_message(spec: AgentSpec) -> str:
     lines = [
-        f"You are an agent following the '{spec.name}' format. Each step is one line that starts with "
-        "its label. You will be given the label of the step to write; reply with that step's content "
-        "only (one line, without the label). Labels:",
+        f"You are an agent working in the '{spec.name}' format, one step at a time. You are given the "
+        "label of the next step; reply with exactly one line: that label followed by the step's content. "
+        "Never write another step's label. Labels:",
     ]
     for d in spec.spec.states.values():
         role = "given to you" if d.env_input else "written by you"
-        extra = f"; one of: {', '.join(d.choices)}" if d.choices else ""
+        extra = f"; its content is one of: {', '.join(d.choices)}" if d.choices else ""
         lines.append(f"- {d.text} ({role}{extra})")
     return "\n".join(lines)

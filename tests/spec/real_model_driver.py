@@ -52,7 +52,7 @@ def grammars() -> dict:
 
     from stateflow.backends.local import CATALOG, ModelStore
     from stateflow.spec import library_names, library_spec
-    from stateflow.spec.grammar import content_grammar, turn_grammar
+    from stateflow.spec.grammar import content_grammar, line_grammar, turn_grammar
 
     # llama.cpp parses a grammar when a sampler is built from it (LlamaGrammar.from_string does
     # not validate); the model's vocabulary is all that needs loading
@@ -72,6 +72,7 @@ def grammars() -> dict:
         spec = library_spec(name)
         found = [turn_grammar(spec, q) for q in range(spec.dfa.num_states) if spec.dfa.next_states(q)]
         found += [content_grammar(spec, state) for state in spec.spec.states]
+        found += [line_grammar(spec, state) for state in spec.spec.states]
         for g in found:
             checked += 1
             if not parses(g):

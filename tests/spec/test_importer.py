@@ -12,7 +12,7 @@ import stateflow
 from stateflow import ModelProfile, ToolResult
 from stateflow.backends.scripted import ScriptedLLM
 from stateflow.spec import AgentSpec, SpecError, SpecViolationError, library_spec
-from stateflow.spec.grammar import content_grammar
+from stateflow.spec.grammar import line_grammar
 from stateflow.spec.importer import spec_to_flow, task_input
 
 SCRIPTED = ModelProfile(name="scripted-a", model="a", provider="scripted", api_key_env=None)
@@ -91,7 +91,7 @@ def test_invalid_value_is_retried_never_coerced():
 
 def test_repeated_invalid_values_end_the_run_with_a_spec_violation():
     replies = ["thought", "Search.", "Google", "Bing", "DuckDuckGo"]
-    with pytest.raises(SpecViolationError, match="3 invalid values in a row"):
+    with pytest.raises(SpecViolationError, match="3 invalid entries in a row"):
         _run(REACT_TOOLS, replies)
 
 
@@ -100,6 +100,24 @@ def test_model_writing_several_steps_keeps_only_its_own_state_content():
     replies = ["final-thought", "Final Thought: it is Paris\nAnswer: Lyon", "Paris"]
     sf, result, _ = _run(REACT_TOOLS, replies)
     assert sf.trace(result) == ["Question", "Final-Thought", "Answer"]
+
+
+def test_writing_another_states_step_is_a_violation_and_the_state_is_retried():
+    # cued with "Thought:", the model writes an Action line instead (seen with small local models)
+    replies = ["thought", "Action: search", "I will search.", "search", "q", "final-thought", "ok", "Paris"]
+    sf, result, _ = _run(REACT_TOOLS, replies)
+    assert result.vars["spec_violations"] == ["Thought: the model wrote the Action step ('Action:') instead"]
+    thoughts = [m.content for m in result.history if m.state == "Thought" and m.kind.value == "llm"]
+    assert thoughts == ["Action: search", "I will search."]
+    assert sf.trace(result) == [
+        "Question",
+        "Thought",
+        "Action",
+        "Action-Input",
+        "Observation",
+        "Final-Thought",
+        "Answer",
+    ]
 
 
 def test_unparseable_judge_answer_falls_back_visibly():
@@ -152,10 +170,10 @@ def test_handlers_must_cover_env_input_states():
         spec_to_flow(REACT_TOOLS, env_inputs={"Question": task_input, "Observation": task_input, "Answer": task_input})
 
 
-def test_llm_states_carry_content_grammars():
+def test_llm_states_carry_line_grammars():
     sf = spec_to_flow(REACT_TOOLS, env_inputs={"Question": task_input, "Observation": task_input})
     llm = next(o for o in sf.flow.states["Action"].outputs if isinstance(o, stateflow.LLM))
-    assert llm.grammar == content_grammar(REACT_TOOLS, "Action") == 'root ::= ("search" | "finish")'
+    assert llm.grammar == line_grammar(REACT_TOOLS, "Action") == 'root ::= "Action:" " " ("search" | "finish")'
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
