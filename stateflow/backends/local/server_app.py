@@ -39,27 +39,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AccountingLlama", "PrefixPruningRAMCache", "build_app", "main"]
+__all__ = ["AccountingLlama", "PrefixPruningRAMCache", "build_app", "load_model", "main"]
 
 try:
+    # Only llama_cpp here: the web stack (~0.8 s of imports) is imported while the model loads.
     import llama_cpp
-    import llama_cpp.server.app as llama_app
-    from fastapi import Body, FastAPI, Request
-    from fastapi.responses import JSONResponse
-    from llama_cpp.server.settings import ModelSettings, ServerSettings
-    from llama_cpp.server.types import CreateChatCompletionRequest, CreateCompletionRequest
-    from starlette.middleware import Middleware
-    from starlette_context.middleware import RawContextMiddleware
-    from starlette_context.plugins import RequestIdPlugin
 except ImportError as err:  # pragma: no cover - the parent checks before spawning
-    raise SystemExit(f"llama-cpp-python[server] is not installed: {err}") from err
+    raise SystemExit(f"llama-cpp-python is not installed: {err}") from err
 
 
 class AccountingLlama(llama_cpp.Llama):
     """``llama_cpp.Llama`` that reports how many prompt tokens each completion really evaluated.
 
-    The server's model object is created by llama-cpp-python and then switched to this class
-    (``obj.__class__ = AccountingLlama``), which adds behaviour only, no state at construction.
     Requests are served one at a time by the library's lock, so per-request fields are safe.
     """
 
@@ -147,34 +138,57 @@ class PrefixPruningRAMCache(llama_cpp.LlamaRAMCache):
         super().__setitem__(key, value)
 
 
-def _scrub_settings_env() -> None:
+def _scrub_settings_env(*settings_classes: Any) -> None:
     # ModelSettings/ServerSettings are pydantic BaseSettings: stray variables such as API_KEY or
     # CHAT_FORMAT in the user's environment would silently change the server. Every value we
     # rely on is passed explicitly; the rest must come from defaults, not the environment.
-    for name in (*ModelSettings.model_fields, *ServerSettings.model_fields):
-        os.environ.pop(name.upper(), None)
-        os.environ.pop(name, None)
+    for cls in settings_classes:
+        for name in cls.model_fields:
+            os.environ.pop(name.upper(), None)
+            os.environ.pop(name, None)
 
 
-def build_app(config: dict[str, Any]) -> Any:
-    """Create the FastAPI app (loads the model) from the parent's JSON config."""
-    _scrub_settings_env()
-    server_settings = ServerSettings(host=config["host"], port=config["port"], interrupt_requests=False, api_key=None)
-    model_settings = ModelSettings(
-        model=config["model_path"],
-        model_alias=config["alias"],
+def load_model(config: dict[str, Any]) -> AccountingLlama:
+    """Load the GGUF with the server's settings (chat template from the GGUF metadata)."""
+    llama = AccountingLlama(
+        model_path=config["model_path"],
+        n_gpu_layers=0,
         n_ctx=config["n_ctx"],
         n_batch=config["n_batch"],
         n_threads=config["n_threads"],
         n_threads_batch=config["n_threads"],
-        n_gpu_layers=0,
-        logits_all=False,
+        logits_all=False,  # all-logits costs GBs of RAM and is only needed for logprobs
         embedding=False,
-        chat_format=None,  # use the chat template stored in the GGUF
-        cache=config["cache_bytes"] > 0,
-        cache_type="ram",
-        cache_size=max(config["cache_bytes"], 1),
+        chat_format=None,
         verbose=config.get("verbose", False),
+    )
+    if config["cache_bytes"] > 0:
+        llama.set_cache(PrefixPruningRAMCache(capacity_bytes=config["cache_bytes"]))
+    return llama
+
+
+def build_app(config: dict[str, Any], llama: AccountingLlama) -> Any:
+    """Create the FastAPI app around an already loaded model."""
+    import llama_cpp.server.app as llama_app
+    from fastapi import Body, FastAPI, Request
+    from fastapi.responses import JSONResponse
+    from llama_cpp.server.model import LlamaProxy
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+    from llama_cpp.server.types import CreateChatCompletionRequest, CreateCompletionRequest
+    from starlette.middleware import Middleware
+    from starlette_context.middleware import RawContextMiddleware
+    from starlette_context.plugins import RequestIdPlugin
+
+    class PreloadedProxy(LlamaProxy):
+        """The library's model proxy, handed our model instead of loading its own."""
+
+        def load_llama_from_model_settings(self, settings: ModelSettings) -> llama_cpp.Llama:  # type: ignore[override]
+            return llama
+
+    _scrub_settings_env(ModelSettings, ServerSettings)
+    server_settings = ServerSettings(host=config["host"], port=config["port"], interrupt_requests=False, api_key=None)
+    model_settings = ModelSettings(
+        model=config["model_path"], model_alias=config["alias"], n_ctx=config["n_ctx"], cache=False
     )
     llama_app.set_server_settings(server_settings)
     app = FastAPI(
@@ -191,15 +205,13 @@ def build_app(config: dict[str, Any]) -> Any:
 
     @app.get("/stateflow/stats")
     async def stats() -> dict[str, Any]:
-        llama = _current_llama()
-        if llama is None:
-            return {"alias": config["alias"]}
         cache = llama.cache
+        ram = isinstance(cache, llama_cpp.LlamaRAMCache)
         return {
             "alias": config["alias"],
             **llama.sf_stats(),
-            "cache_entries": len(cache.cache_state) if isinstance(cache, llama_cpp.LlamaRAMCache) else 0,
-            "cache_bytes": cache.cache_size if isinstance(cache, llama_cpp.LlamaRAMCache) else 0,
+            "cache_entries": len(cache.cache_state) if ram else 0,
+            "cache_bytes": cache.cache_size if ram else 0,
         }
 
     @app.post("/v1/chat/completions")
@@ -213,19 +225,10 @@ def build_app(config: dict[str, Any]) -> Any:
         return JSONResponse(result) if isinstance(result, dict) else result
 
     app.include_router(llama_app.router)  # everything else (models, tokenize...) from the library
-    llama_app.set_llama_proxy(model_settings=[model_settings])  # loads the model
-    llama = _current_llama()
-    if llama is None:
-        raise RuntimeError("llama-cpp-python did not load the model")
-    llama.__class__ = AccountingLlama
-    if config["cache_bytes"] > 0:
-        llama.set_cache(PrefixPruningRAMCache(capacity_bytes=config["cache_bytes"]))
+    # The library keeps its proxy in a module global that its routes read; this process serves
+    # exactly one app, so setting it is safe.
+    llama_app._llama_proxy = PreloadedProxy(models=[model_settings])
     return app
-
-
-def _current_llama() -> AccountingLlama | None:
-    proxy = llama_app._llama_proxy
-    return getattr(proxy, "_current_model", None) if proxy is not None else None
 
 
 def _watch_lifeline(fd: int) -> None:
@@ -252,9 +255,24 @@ def main(argv: list[str] | None = None) -> None:
     if args.lifeline is not None:
         _watch_lifeline(args.lifeline)
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    # Load the model (native code, releases the GIL) while the web stack is imported.
+    loaded: dict[str, Any] = {}
+
+    def load() -> None:
+        try:
+            loaded["llama"] = load_model(config)
+        except BaseException as err:
+            loaded["error"] = err
+
+    loader = threading.Thread(target=load, name="model-loader")
+    loader.start()
+    import llama_cpp.server.app  # noqa: F401 - warm the import cache for build_app
     import uvicorn
 
-    app = build_app(config)
+    loader.join()
+    if "error" in loaded:
+        raise SystemExit(f"cannot load {config['model_path']}: {loaded['error']}")
+    app = build_app(config, loaded["llama"])
     print(f"stateflow-llm: serving {config['alias']} on {config['host']}:{config['port']}", flush=True)
     if args.fd is not None:
         uvicorn.run(app, fd=args.fd, log_level="warning", access_log=False)
