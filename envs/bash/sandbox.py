@@ -56,6 +56,7 @@ _HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # still writes keeps the step open), then with the command's exit status. Everything left
 # (daemons that closed their output) dies with the pid namespace when this shell exits.
 _RELAY = '{ rc=$( { { "$@" 2>&1 3>&- 4>&-; echo $? >&4; } | cat >&3; } 4>&1 ); } 3>&1; exit $rc'
+_KILL_GRACE_S = 10.0
 _DOCKER_HINT = "Use backend='docker' on a machine with a Docker engine instead."
 
 
@@ -315,9 +316,7 @@ class Sandbox:
         read_fd, write_fd = os.pipe()
         try:
             try:
-                pid = self._spawner.spawn(
-                    [*bwrap, *argv], env={"PATH": _HOST_PATH}, rlimits=self._rlimits(), output_fd=write_fd
-                )
+                pid = self._spawn([*bwrap, *argv], write_fd)
             finally:
                 os.close(write_fd)
             output, truncated, timed_out, code = self._collect(read_fd, pid, timeout)
@@ -330,6 +329,20 @@ class Sandbox:
         if code < 0:
             code = 128 - code  # killed by a signal: report it the way a shell would
         return CommandResult(code, output, False, truncated)
+
+    def _spawn(self, argv: list[str], output_fd: int) -> int:
+        """Start ``argv`` through the spawner, replacing a spawner that died (e.g. OOM-killed) once."""
+        assert self._spawner is not None
+        try:
+            return self._spawner.spawn(argv, env={"PATH": _HOST_PATH}, rlimits=self._rlimits(), output_fd=output_fd)
+        except EnvironmentError_:
+            if self._spawner.proc.poll() is None:
+                raise
+        self._spawner.close()
+        self._parts.remove(self._spawner)
+        self._spawner = self._start_spawner()
+        self._parts.append(self._spawner)
+        return self._spawner.spawn(argv, env={"PATH": _HOST_PATH}, rlimits=self._rlimits(), output_fd=output_fd)
 
     def _collect(self, fd: int, pid: int, timeout: float) -> tuple[bytes, bool, bool, int]:
         """Read the merged output until it closes, then the exit status; kill at the deadline."""
@@ -360,7 +373,9 @@ class Sandbox:
         if code is None:  # the deadline passed: kill the sandbox (its pid namespace goes with it)
             timed_out = True
             _kill_pgid(pid)
-            code = self._spawner.wait_exit(None)
+            code = self._spawner.wait_exit(_KILL_GRACE_S)
+            if code is None:
+                raise EnvironmentError_(f"sandbox command {pid} survived SIGKILL for {_KILL_GRACE_S} s")
         return b"".join(chunks), truncated, timed_out, code
 
     def close(self) -> None:

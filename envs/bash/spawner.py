@@ -25,6 +25,11 @@ __all__ = ["Spawner"]
 _SCRIPT = r"""
 import json, os, resource, socket, subprocess, sys
 sock = socket.socket(fileno=int(sys.argv[1]))
+try:  # the cgroup's OOM killer should pick a sandbox process, never the spawner (root only)
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write("-1000")
+except OSError:
+    pass
 while True:
     try:
         msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 22, 1)
@@ -35,6 +40,8 @@ while True:
     req = json.loads(msg)
     limits = [(getattr(resource, name), value) for name, value in req["rlimits"]]
     def apply_limits():
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("0")  # not inherited from the spawner: sandbox processes stay killable
         for res, value in limits:
             resource.setrlimit(res, (value, value))
     try:
