@@ -193,9 +193,12 @@ def _parse_inputs(values: list[str]) -> dict[str, deque[str]]:
     return out
 
 
+DONE_INPUT = "/done"
+
+
 class _CliInputs:
     """Content for env-input states: the task for the first one, then --input values, then the
-    terminal (only when interactive)."""
+    terminal (only when interactive). The input ``/done`` ends the run where the spec allows."""
 
     def __init__(self, spec: AgentSpec, task: str, inputs: dict[str, deque[str]]):
         unknown = [n for n in inputs if n not in spec.spec.env_states]
@@ -233,6 +236,10 @@ def run_spec(
     grammar: Annotated[
         bool, typer.Option("--grammar/--no-grammar", help="token-level grammars where supported")
     ] = True,
+    ending: Annotated[
+        str,
+        typer.Option(help="flow engine: who ends a run where it may stop: judge (the model) or input (/done)"),
+    ] = "judge",
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
 ) -> None:
     """Run a spec on a task with any model profile (per-state models with --model STATE=PROFILE)."""
@@ -255,7 +262,12 @@ def run_spec(
         completer = completer_for(profile)
         mon = DecodingMonitor(s, completer, use_grammar=grammar and completer.supports_grammar)
         system = {"role": "system", "content": _monitor_system(s)}
-        tr = mon.run([system, {"role": "user", "content": task}], lambda st, steps: feed.next(st))
+
+        def supply(state: str, steps: Any) -> str | None:
+            text = feed.next(state)
+            return None if text.strip() == DONE_INPUT else text
+
+        tr = mon.run([system, {"role": "user", "content": task}], supply)
         if as_json:
             typer.echo(json.dumps(tr.to_dict(), indent=2))
             return
@@ -268,10 +280,24 @@ def run_spec(
     if engine != "flow":
         raise ValueError(f"--engine {engine!r}: valid engines are flow, monitor")
     import stateflow
+    from stateflow.outputs import ToolResult
     from stateflow.spec.importer import spec_to_flow
 
-    handlers: dict[str, Any] = {n: (lambda ctx, n=n: feed.next(n)) for n in s.spec.env_states}
-    sf = spec_to_flow(s, env_inputs=handlers, use_grammar=grammar)
+    def handler(name: str) -> Any:
+        def supply(ctx: Any) -> ToolResult:
+            text = feed.next(name)
+            if text.strip() == DONE_INPUT:
+                return ToolResult("(done)", meta={"done": True})
+            return ToolResult(text)
+
+        return supply
+
+    handlers = {n: handler(n) for n in s.spec.env_states}
+    if ending not in ("judge", "input"):
+        raise ValueError(f"--ending {ending!r}: valid values are judge, input")
+    sf = spec_to_flow(
+        s, env_inputs=handlers, use_grammar=grammar, ending="judge" if ending == "judge" else "environment"
+    )
     result = stateflow.run(sf.flow, task, models=assignment)
     if as_json:
         typer.echo(json.dumps({**result.to_dict(), "spec_trace": sf.trace(result)}, indent=2, default=str))

@@ -38,7 +38,8 @@ from stateflow.spec.grammar import DEFAULT_MAX_CONTENT, gbnf_literal, turn_gramm
 
 __all__ = ["DecodingMonitor", "EnvInput", "MonitorTrace", "SpecStep", "Violation"]
 
-#: ``env(state_name, steps_so_far) -> content``; ``None`` ends the run (only where it may stop).
+#: ``env(state_name, steps_so_far) -> content``; ``None`` ends the run where the behaviour may
+#: stop, before that state's step or right after it (then the step is recorded empty).
 EnvInput = Callable[[str, tuple["SpecStep", ...]], "str | None"]
 
 
@@ -213,16 +214,24 @@ class DecodingMonitor:
     def _enter_env(self, tr: MonitorTrace, name: str, env: EnvInput) -> bool:
         q = tr.dfa_state
         content = env(name, tuple(tr.steps))
-        if content is None:
-            if not self.spec.dfa.may_stop(q):
-                raise StateFlowError(
-                    f"the environment ended the run at {name!r} but the behaviour may not stop here; "
-                    f"valid next states: {', '.join(self.spec.dfa.next_states(q))}"
-                )
-            tr.stop_reason = "env_ended"
-            return False
         nxt = self.spec.dfa.step(q, name)
         assert nxt is not None
+        if content is None:
+            # the environment ends the episode: before its step if the run may stop here, else
+            # after it (an empty step, e.g. a user who leaves), else it is an error
+            if self.spec.dfa.may_stop(q):
+                tr.stop_reason = "env_ended"
+                return False
+            if self.spec.dfa.may_stop(nxt):
+                tr.steps.append(SpecStep(name, "", "env"))
+                tr.transcript += f"{self.spec.state(name).text}\n"
+                tr.dfa_state = nxt
+                tr.stop_reason = "env_ended"
+                return False
+            raise StateFlowError(
+                f"the environment ended the run at {name!r} but the behaviour may not stop there; "
+                f"valid next states: {', '.join(self.spec.dfa.next_states(q))}"
+            )
         tr.steps.append(SpecStep(name, content.strip(), "env"))
         tr.transcript += f"{self.spec.state(name).text} {content.strip()}\n"
         tr.dfa_state = nxt

@@ -102,3 +102,25 @@ def test_run_over_http_with_both_engines(capsys, tmp_path):
         assert mon_request["stop"] == ["\nQuestion:"]
     finally:
         server.close()
+
+
+@pytest.mark.filterwarnings("ignore:profile 'fake' .* cannot take a grammar")
+def test_chat_bot_ended_by_the_user_with_both_engines(capsys, tmp_path):
+    from .fake_openai import FakeOpenAI
+
+    server = FakeOpenAI(lambda body: "Bot: Hello, how can I help?")
+    try:
+        cfg = tmp_path / "m.toml"
+        cfg.write_text(
+            f'[profiles.fake]\nmodel = "m"\nbase_url = "{server.base_url}"\napi_key_env = "NO_SUCH_KEY"\n'
+            '[models]\ndefault = "fake"\n'
+        )
+        args = ["spec", "run", "chat-bot", "--task", "hi", "--config", str(cfg), "-i", "User=/done"]
+        assert main([*args, "--ending", "input"]) == 0
+        out = capsys.readouterr().out
+        assert out.count("Bot: Hello, how can I help?") == 2 and "User: hi" in out and "trace valid: True" in out
+        assert main([*args, "--engine", "monitor"]) == 0
+        out = capsys.readouterr().out
+        assert "stop: env_ended" in out and out.count("Bot: Hello") == 2
+    finally:
+        server.close()
