@@ -56,3 +56,16 @@ def test_an_unclosed_environment_is_released_by_the_garbage_collector() -> None:
     del env
     gc.collect()
     assert not any(leftovers().values())
+
+
+def test_a_dead_spawner_is_replaced() -> None:
+    import os
+    import signal
+
+    with open_bash_env("demo") as env:
+        env.reset(0)
+        spawner = env._agent._box._spawner.proc
+        os.kill(spawner.pid, signal.SIGKILL)
+        spawner.wait()
+        assert env.step("echo still works")[0] == "still works\n"
+        assert env._agent._box._spawner.proc.pid != spawner.pid
