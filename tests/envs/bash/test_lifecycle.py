@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import os
+import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
@@ -59,9 +61,6 @@ def test_an_unclosed_environment_is_released_by_the_garbage_collector() -> None:
 
 
 def test_a_dead_spawner_is_replaced() -> None:
-    import os
-    import signal
-
     with open_bash_env("demo") as env:
         env.reset(0)
         spawner = env._agent._box._spawner.proc
