@@ -9,8 +9,9 @@ reset restores the *whole* root (upstream's ``git clean`` leaves ignored directo
 has the same timeout as the agent's.
 
 Quoting: by default an action is split like upstream (``shlex.split('/bin/bash -c "<action>"')``);
-with ``exact_quoting=True`` bash receives it verbatim. The gold command is run the same way as
-the agent's actions, so gold replays score the same in both modes.
+with ``exact_quoting=True`` bash receives it verbatim, and ``cd`` is resolved by bash itself. The
+gold command is run the same way as the agent's actions, so gold replays score the same in both
+modes.
 """
 
 from __future__ import annotations
@@ -129,6 +130,9 @@ class BashEnv:
     # ---------------------------------------------------------------- execution
     def _execute(self, action: str) -> None:
         target = cd_target(action)
+        if target is not None and self.exact_quoting:
+            self._execute_exact_cd(action)
+            return
         if target is not None:
             new_path = simplify_path(self.workdir, target)
             command, cwd = f"cd {new_path}", "/"
@@ -138,6 +142,23 @@ class BashEnv:
         self.info[ACTION_EXEC] = executed
         if target is not None and executed:
             self.workdir = new_path
+
+    def _execute_exact_cd(self, action: str) -> None:
+        """Exact-quoting ``cd``: bash resolves the directory itself and reports where it ended up.
+
+        Upstream's lexical emulation keeps quotes and ``&& ...`` tails in the tracked directory
+        (``cd "a b"`` would track ``/"a b"``); with exact quoting the action runs as written in
+        the current directory, followed by a NUL and ``$PWD``, which becomes the new directory.
+        """
+        command = f'{action}\n__sf_rc=$?; printf "\\0%s" "$PWD"; exit $__sf_rc'
+        text, executed = self._run_text(self._agent, command, self.workdir)
+        head, sep, pwd = text.rpartition("\0")
+        if sep and pwd.startswith("/"):
+            text = head
+            if executed:
+                self.workdir = pwd
+        self.observation = text
+        self.info[ACTION_EXEC] = executed
 
     def _run_text(self, host: ExecutionHost, command: str, cwd: str) -> tuple[str, bool]:
         """Observation and success flag of ``command`` run like upstream's ``exec_action``."""

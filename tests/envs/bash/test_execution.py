@@ -71,6 +71,19 @@ def test_shlex_quirk_by_default_exact_quoting_on_request(demo_env: BashEnv) -> N
         assert exact.step('echo "unbalanced')[0] != "Malformed command"  # bash reports it instead
 
 
+def test_exact_quoting_lets_bash_resolve_cd() -> None:
+    with open_bash_env("demo", exact_quoting=True) as env:
+        env.reset(0)
+        assert env.step('cd "/demo/docs"')[0] == ""
+        assert env.step("pwd")[0] == "/demo/docs\n"
+        obs, _, _, info = env.step("cd .. && ls")  # upstream would track the directory "/demo/docs/.. && ls"
+        assert obs.split() == ["README.md", "data", "docs", "logs", "notes"] and info["action_executed"]
+        assert env.step("pwd")[0] == "/demo\n"
+        obs, _, _, info = env.step("cd /nope")
+        assert not info["action_executed"] and "No such file" in obs
+        assert env.step("pwd")[0] == "/demo\n"
+
+
 def test_malformed_command_on_bad_quoting_and_bad_utf8(demo_env: BashEnv) -> None:
     demo_env.reset(0)
     assert demo_env.step('echo "unbalanced')[0:4:3] == ("Malformed command", {"action_executed": False})
