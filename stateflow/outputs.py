@@ -84,16 +84,24 @@ class LLM:
     Attributes:
         profile: profile name serving this call; ``None`` uses the run's assignment for the state.
         grammar: a GBNF grammar constraining the output (sent to llama.cpp / vLLM servers; for
-            OpenAI profiles it is not sent and a one-time warning says so).
+            OpenAI profiles it is not sent and a one-time warning says so), or a function
+            ``ctx -> GBNF | None`` computing it for each call from the run so far (e.g. only the
+            table names the environment listed).
         regex: a regular expression constraining the output (converted for llama.cpp, sent
             natively to vLLM, monitor-only elsewhere).
         stop: extra stop sequences for this call.
+        retry_when: ``(ctx, reply) -> bool``; when it holds, the reply is discarded (but its
+            usage is traced) and the model is asked once more at ``retry_temperature``. Small
+            models at temperature 0 repeat a failing action forever; one warmer sample breaks it.
+        retry_temperature: the temperature of that second sample.
     """
 
     profile: str | None = None
-    grammar: str | None = None
+    grammar: str | Callable[[Context], str | None] | None = None
     regex: str | None = None
     stop: tuple[str, ...] = ()
+    retry_when: Callable[[Context, str], bool] | None = None
+    retry_temperature: float = 0.8
 
     def __post_init__(self) -> None:
         if self.grammar is not None and self.regex is not None:

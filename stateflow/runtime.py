@@ -34,7 +34,7 @@ from autogen import Agent, ConversableAgent, GroupChat, GroupChatManager, OpenAI
 from autogen.io.base import IOStream
 
 from stateflow.backends.cassette import Cassette, RecordingClient, ReplayClient
-from stateflow.backends.endpoints import config_entry, constraint_fields
+from stateflow.backends.endpoints import config_entry, constraint_fields, sampling_fields
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedClient, ScriptedLLM
 from stateflow.conditions import Judge
@@ -195,12 +195,14 @@ class LLMBackends:
         self._wrappers[profile.name] = w
         return w
 
-    def request_fields(self, profile: ModelProfile, out: LLM) -> dict[str, Any]:
-        """Per-call request fields: stop sequences and the decoding constraint, if any."""
-        fields: dict[str, Any] = {}
+    def request_fields(self, profile: ModelProfile, out: LLM, ctx: Context) -> dict[str, Any]:
+        """Per-call request fields: the profile's sampling settings, the output function's stop
+        sequences and its decoding constraint, if any."""
+        fields = sampling_fields(profile)
         if out.stop:
             fields["stop"] = list(dict.fromkeys([*profile.stop, *out.stop]))
-        constraint = constraint_fields(profile, grammar=out.grammar, regex=out.regex)
+        grammar = out.grammar(ctx) if callable(out.grammar) else out.grammar
+        constraint = constraint_fields(profile, grammar=grammar, regex=out.regex)
         if constraint is None:
             if profile.name not in self._warned:
                 self._warned.add(profile.name)
@@ -439,9 +441,23 @@ class _Episode:
         assert isinstance(out, LLM)
         assert isinstance(recipient, StateAgent)
         profile = self.backends.profile(self.ctx.state, out.profile)
-        fields = self.backends.request_fields(profile, out)
+        fields = self.backends.request_fields(profile, out, self.ctx)
         try:
             text, usage = self.backends.call(recipient, profile, messages, sender, fields)
+            if out.retry_when is not None and out.retry_when(self.ctx, text):
+                self.steps.append(
+                    Step(
+                        len(self.steps),
+                        self.ctx.state,
+                        f"{out.label}[discarded]",
+                        None,
+                        usage,
+                        usage.latency_s,
+                        {"reply": text, "why": "retry_when held; asked again at a higher temperature"},
+                    )
+                )
+                warmer = {**fields, "temperature": out.retry_temperature}
+                text, usage = self.backends.call(recipient, profile, messages, sender, warmer)
         except LLMError as err:
             err.state = self.ctx.state
             raise
@@ -460,7 +476,7 @@ class _Episode:
         options = ", ".join(judge.choices)
         agent = StateAgent(f"judge_{judge.name}", f"You classify conversations. Reply with one word: {options}.")
         messages = [{"role": "user", "content": f"{transcript}\n\nQuestion: {judge.question}\nAnswer ({options}):"}]
-        text, usage = self.backends.call(agent, profile, messages, None, {})
+        text, usage = self.backends.call(agent, profile, messages, None, sampling_fields(profile))
         answer = judge.parse(text)
         self._judged[key] = answer
         self.steps.append(

@@ -4,6 +4,9 @@
   trajectories.
 * **ReAct_Refined**: the same, with examples that start by inspecting (SHOW TABLES/DESC, ls).
 * **Plan & Solve**: a Plan state writes a plan (no action), then an Execute state loops.
+All baselines resample once at a higher temperature when a reply repeats the previous command,
+exactly like the StateFlow flows, so the comparison stays on equal terms.
+
 * **Try Again** (InterCode's n-turn runner): after every action the last observation is scored;
   the agent sees the score and tries again until it reaches 1 or runs out of turns. The episode's
   reward is the best score seen.
@@ -15,7 +18,7 @@ from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolRe
 from tasks.actions import parse_action
 from tasks.grammar import THOUGHT_ACTION_GBNF
 from tasks.prompts import load_prompt
-from tasks.tools import REPEAT_NOTE, ObservationFormat, env_done, execute, turns_exhausted
+from tasks.tools import REPEAT_NOTE, ObservationFormat, env_done, execute, repeats_last_action, turns_exhausted
 
 __all__ = ["build_plan_solve", "build_react", "build_try_again"]
 
@@ -34,7 +37,7 @@ def build_react(
     """ReAct (or ReAct_Refined) for ``domain`` ("sql" or "bash")."""
     act = State(
         "Act",
-        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None),
+        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=repeats_last_action),
         execute(fmt=_fmt(domain, fmt)),
         description="think, act, observe",
     )
@@ -59,7 +62,7 @@ def build_plan_solve(domain: str, *, grammar: bool = False, fmt: ObservationForm
     solve = State(
         "Execute",
         Prompt(load_prompt(domain, "plan_execute")),
-        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None),
+        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=repeats_last_action),
         execute(fmt=_fmt(domain, fmt)),
         description="carry out the plan",
     )
@@ -107,7 +110,7 @@ def build_try_again(domain: str, *, grammar: bool = False, fmt: ObservationForma
     """InterCode's Try-Again loop: act, get scored, retry until solved or out of turns."""
     attempt = State(
         "Attempt",
-        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None),
+        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=repeats_last_action),
         _execute_and_score(_fmt(domain, fmt)),
         description="run a command and see its score",
     )

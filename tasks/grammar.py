@@ -6,7 +6,9 @@ into repeating one character until ``max_tokens`` (see docs/platform.md).
 
 from __future__ import annotations
 
-__all__ = ["EXECUTE_ONLY_GBNF", "THOUGHT_ACTION_GBNF"]
+from typing import Any
+
+__all__ = ["EXECUTE_ONLY_GBNF", "THOUGHT_ACTION_GBNF", "describe_table_grammar"]
 
 _COMMON = r"""thought ::= [^\n]{1,200}
 command ::= [^\n]{1,600}
@@ -26,3 +28,24 @@ EXECUTE_ONLY_GBNF = (
     + _COMMON
 )
 """Thought line, then ``execute[...]``: for states where submitting makes no sense (Observe)."""
+
+
+def _gbnf_literal(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def describe_table_grammar(ctx: Any) -> str:
+    """Thought line, then ``execute[DESC <table>]`` for a table the environment listed.
+
+    Used by the SQL flow's Observe state: it exists to look at one real table. Falls back to
+    :data:`EXECUTE_ONLY_GBNF` before any table list was seen.
+    """
+    tables = ctx.vars.get("tables") or []
+    if not tables:
+        return EXECUTE_ONLY_GBNF
+    names = " | ".join(_gbnf_literal(t) for t in tables)
+    return (
+        'root ::= "Thought: " thought "\\nAction: execute[DESC " table "]"\n'
+        f"table ::= {names}\n"
+        "thought ::= [^\\n]{1,200}\n"
+    )

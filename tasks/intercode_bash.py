@@ -16,7 +16,7 @@ from __future__ import annotations
 from stateflow import ANY, LLM, Flow, Prompt, State, Transition
 from tasks.grammar import THOUGHT_ACTION_GBNF
 from tasks.prompts import load_prompt
-from tasks.tools import ObservationFormat, env_done, execute, failure_text, turns_exhausted
+from tasks.tools import ObservationFormat, env_done, execute, failure_text, repeats_last_action, turns_exhausted
 
 __all__ = ["BASH_FAILURE_MARKERS", "BASH_FLOW", "build_bash_flow"]
 
@@ -34,10 +34,15 @@ BASH_FAILURE_MARKERS = (
 
 
 def build_bash_flow(
-    *, grammar: bool = False, fmt: ObservationFormat | None = None, name: str = "intercode-bash"
+    *,
+    grammar: bool = False,
+    resample_repeats: bool = True,
+    fmt: ObservationFormat | None = None,
+    name: str = "intercode-bash",
 ) -> Flow:
-    """Build the Bash flow (see the module docstring for its rules)."""
-    llm = LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None)
+    """Build the Bash flow (see the module docstring for its rules; options as in the SQL flow)."""
+    retry = repeats_last_action if resample_repeats else None
+    llm = LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=retry)
     fmt = fmt or ObservationFormat(full_schema=False)
     act = execute(fmt=fmt)
     init = State("Init", description="the task is the first message; nothing to run")

@@ -22,9 +22,17 @@ Rules, in priority order (the first that holds wins):
 from __future__ import annotations
 
 from stateflow import ANY, LLM, Flow, Prompt, State, Transition
-from tasks.grammar import EXECUTE_ONLY_GBNF, THOUGHT_ACTION_GBNF
+from tasks.grammar import THOUGHT_ACTION_GBNF, describe_table_grammar
 from tasks.prompts import load_prompt
-from tasks.tools import ObservationFormat, action_failed, env_done, execute, statement_is, turns_exhausted
+from tasks.tools import (
+    ObservationFormat,
+    action_failed,
+    env_done,
+    execute,
+    repeats_last_action,
+    statement_is,
+    turns_exhausted,
+)
 
 __all__ = ["SQL_FLOW", "SQL_NO_ERROR", "SQL_NO_OBSERVE", "SQL_NO_VERIFY", "build_sql_flow"]
 
@@ -39,6 +47,7 @@ def build_sql_flow(
     verify: bool = True,
     error: bool = True,
     grammar: bool = False,
+    resample_repeats: bool = True,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -50,13 +59,18 @@ def build_sql_flow(
         error: include Error (No_Error: failures go to Verify, which is told to fix them).
         grammar: constrain every LLM call with the Thought/Action grammar (servers that
             support grammars enforce it; elsewhere a warning says it is monitor-only).
-            Observe's grammar admits only ``execute[...]``: it exists to inspect a table.
+            Observe's grammar admits only ``execute[DESC <table>]`` for a table that
+            ``SHOW TABLES`` listed: it exists to inspect one real table.
+        resample_repeats: when a reply repeats the previous command verbatim, ask once more at
+            a higher temperature (small models loop at temperature 0; the discarded reply is
+            still traced and paid for).
         fmt: how observations are shown to the agent.
         name: the flow's name (derived from the switches by default).
     """
     if not (verify or error):
         raise ValueError("the SQL flow needs Verify or Error to handle failed statements")
-    llm = LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None)
+    retry = repeats_last_action if resample_repeats else None
+    llm = LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=retry)
     act = execute(fmt=fmt)
 
     def instruction(key: str, *extra: str) -> Prompt:
@@ -65,8 +79,8 @@ def build_sql_flow(
     init = State(
         "Init", execute("SHOW TABLES", fmt=fmt, name="show_tables"), description="list the tables (no LLM call)"
     )
-    # Observe only inspects: its grammar (when on) has no submit.
-    observe_llm = LLM(grammar=EXECUTE_ONLY_GBNF if grammar else None)
+    # Observe only inspects: its grammar (when on) names a listed table and has no submit.
+    observe_llm = LLM(grammar=describe_table_grammar if grammar else None, retry_when=retry)
     observe_s = State("Observe", instruction("observe"), observe_llm, act, description="DESC the relevant table")
     solve = State(
         "Solve",

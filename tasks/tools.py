@@ -23,6 +23,7 @@ __all__ = [
     "env_done",
     "execute",
     "failure_text",
+    "repeats_last_action",
     "statement_is",
     "turns_exhausted",
 ]
@@ -99,6 +100,9 @@ def execute(command: str | None = None, *, fmt: ObservationFormat | None = None,
         if not ok:
             ctx.vars["failed"] = ctx.vars.get("failed", 0) + 1
         statement = statement_kind(action.command)
+        if ok and statement == "SHOW" and isinstance(observation, list):
+            # Remembered for grammars that may only name real tables (see tasks.grammar).
+            ctx.vars["tables"] = [str(row[0]) for row in observation if row]
         text = fmt.render(observation, statement)
         if text == "":
             text = "(no output)"
@@ -118,6 +122,12 @@ env_done: Condition = meta_is("done", True, name="submitted")
 
 action_failed: Condition = meta_is("ok", False, name="action failed")
 """The last action did not execute (upstream's ``action_executed`` is False) or was malformed."""
+
+
+def repeats_last_action(ctx: Context, reply: str) -> bool:
+    """The reply's action is exactly the previous executed command (a loop at temperature 0)."""
+    action = parse_action(reply)
+    return action.kind == "execute" and action.command == ctx.vars.get("last_action")
 
 
 def statement_is(*keywords: str) -> Condition:

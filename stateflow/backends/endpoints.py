@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from stateflow.profiles import ModelProfile
 
-__all__ = ["ConstraintSupport", "config_entry", "constraint_fields"]
+__all__ = ["ConstraintSupport", "config_entry", "constraint_fields", "sampling_fields"]
 
 
 class ConstraintSupport:
@@ -22,7 +22,11 @@ class ConstraintSupport:
 
 
 def config_entry(profile: ModelProfile, *, base_url: str | None = None) -> dict[str, Any]:
-    """The AutoGen ``config_list`` entry for ``profile``.
+    """The AutoGen ``config_list`` entry for ``profile``: how to connect, and prices.
+
+    Sampling fields are deliberately absent: AutoGen merges a call's arguments *under* the
+    config entry (``{**call, **entry}``), so anything set here could not be changed per call.
+    They go with each request instead (:func:`sampling_fields`).
 
     Args:
         profile: the model profile.
@@ -32,7 +36,6 @@ def config_entry(profile: ModelProfile, *, base_url: str | None = None) -> dict[
     entry: dict[str, Any] = {
         "model": profile.model,
         "api_key": profile.api_key(),
-        "temperature": profile.temperature,
         "timeout": profile.timeout,
         "max_retries": profile.max_retries,
         # AutoGen prices are per 1k tokens (prompt, completion); unknown models cost 0 otherwise.
@@ -41,13 +44,19 @@ def config_entry(profile: ModelProfile, *, base_url: str | None = None) -> dict[
     url = base_url or profile.base_url
     if url:
         entry["base_url"] = url
-    if profile.max_tokens is not None:
-        entry["max_tokens"] = profile.max_tokens
-    if profile.stop:
-        entry["stop"] = list(profile.stop)
-    if profile.extra_body:
-        entry["extra_body"] = dict(profile.extra_body)
     return entry
+
+
+def sampling_fields(profile: ModelProfile) -> dict[str, Any]:
+    """The request fields every call of ``profile`` sends (temperature, limits, extras)."""
+    fields: dict[str, Any] = {"temperature": profile.temperature}
+    if profile.max_tokens is not None:
+        fields["max_tokens"] = profile.max_tokens
+    if profile.stop:
+        fields["stop"] = list(profile.stop)
+    if profile.extra_body:
+        fields["extra_body"] = dict(profile.extra_body)
+    return fields
 
 
 def constraint_fields(profile: ModelProfile, *, grammar: str | None, regex: str | None) -> dict[str, Any] | None:

@@ -190,3 +190,44 @@ def test_two_tools_with_the_same_name_stay_distinct():
     f = Flow("tools", initial=first, transitions=[Transition(first, second), Transition(second, end)])
     r = run(f, "T", models=scripted(), scripts={"fake": ScriptedLLM([])})
     assert [m.content for m in r.history][1:] == ["from first", "from second"]
+
+
+def test_sampling_fields_are_sent_per_call_and_can_change_between_calls():
+    # Regression: AutoGen lets config-entry fields win over call arguments, so a per-call
+    # temperature (retry) or grammar was silently dropped when the profile also set one.
+    from stateflow import Tool
+
+    calls = iter(["Action: execute[X]", "Action: execute[Y]"])
+    with FakeOpenAIServer(lambda *a: next(calls)) as srv:
+        prof = ModelProfile(
+            name="lc",
+            model="m",
+            provider="llamacpp",
+            base_url=srv.url,
+            api_key_env=None,
+            temperature=0.0,
+            max_tokens=50,
+            stop=("Observation:",),
+            extra_body={"top_k": 5},
+        )
+        ask = State(
+            "Ask",
+            Prompt("p"),
+            LLM(
+                grammar=lambda ctx: f'root ::= "{ctx.state}"',
+                stop=("END",),
+                retry_when=lambda ctx, text: "X" in text,
+                retry_temperature=0.9,
+            ),
+            Tool(lambda ctx: "ok", "noop"),
+        )
+        f = Flow("per-call", initial=ask, transitions=[Transition(ask, State("End", final=True))])
+        r = run(f, "T", models=prof)
+    first, second = srv.requests
+    assert (first["temperature"], second["temperature"]) == (0.0, 0.9)
+    assert first["max_tokens"] == 50 and first["stop"] == ["Observation:", "END"]
+    assert first["grammar"] == 'root ::= "Ask"' and first["top_k"] == 5
+    assert r.history[2].content == "Action: execute[Y]"  # the discarded reply is not in the history
+    discarded = [s for s in r.steps if s.output.endswith("[discarded]")]
+    assert len(discarded) == 1 and discarded[0].usage is not None and discarded[0].detail["reply"].endswith("[X]")
+    assert r.usage().calls == 2  # both calls are paid for and traced
