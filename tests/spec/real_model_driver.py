@@ -107,6 +107,10 @@ def react() -> dict:
         warnings.simplefilter("ignore")
         result = stateflow.run(sf.flow, QUESTION, models={"*": profile}, raise_errors=False)
     flow_trace = sf.trace(result)
+
+    def _content(seg):
+        return None if seg is None or seg.state not in (None, "Action") else seg.content
+
     return {
         "monitor": {
             "trace": tr.trace,
@@ -122,8 +126,13 @@ def react() -> dict:
             "accepted": spec.dfa.accepts(flow_trace),
             "stop_reason": result.stop_reason,
             "error": result.error,
-            "retries": len(result.vars.get("spec_violations", [])),
-            "actions": [m.content for m in result.history if m.state == "Action" and m.kind.value == "llm"],
+            "violations": list(result.vars.get("spec_violations", [])),
+            # each Action message's content by the spec's splitting rule (the label is stripped)
+            "actions": [
+                _content((spec.segmenter.split(m.content.strip()) or [None])[0])
+                for m in result.history
+                if m.state == "Action" and m.kind.value == "llm"
+            ],
         },
     }
 
