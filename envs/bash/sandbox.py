@@ -15,8 +15,8 @@ Layout of one :class:`Sandbox`:
   down, so background jobs and daemons die with the step;
 * a cgroup (pids + memory) that every command joins, swept after every command.
 
-Reset = unmount and remount the tmpfs and overlay (a few ms): the lower layers (base root and
-task file system) are never written.
+Reset = unmount and remount the tmpfs and overlay, done with mount(2) calls by the spawner
+(under a millisecond): the lower layers (base root and task file system) are never written.
 
 Privileges: as root this needs ``unshare``/``nsenter`` (util-linux) and ``bwrap``. As non-root
 the keeper is ``unshare --user --map-root-user --mount`` and the overlay uses ``userxattr``
@@ -57,6 +57,7 @@ _HOST_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # (daemons that closed their output) dies with the pid namespace when this shell exits.
 _RELAY = '{ rc=$( { { "$@" 2>&1 3>&- 4>&-; echo $? >&4; } | cat >&3; } 4>&1 ); } 3>&1; exit $rc'
 _KILL_GRACE_S = 10.0
+_MS_NODEV = 4  # mount(2) flag
 _DOCKER_HINT = "Use backend='docker' on a machine with a Docker engine instead."
 
 
@@ -209,30 +210,43 @@ class Sandbox:
             raise EnvironmentError_(f"sandbox mount step failed (status {status}): {''.join(lines).strip()}")
         return "".join(lines)
 
-    def _mount(self) -> None:
-        root, rw = shlex.quote(str(self._root)), shlex.quote(str(self._rw))
+    def _mount_steps(self) -> list[list]:
+        """Mount the writable layer and the overlay (steps for :meth:`Spawner.remount`)."""
         lowers = ":".join(_escape_overlay_path(p) for p in self._lowers)
         extra = ",userxattr" if self._rootless else ""
+        steps: list[list] = []
         if self._upper is not None:
             upper_dir, work_dir = self._upper, self._upper.parent / (self._upper.name + ".work")
             work_dir.mkdir(exist_ok=True)
-            prep = ":"
         else:
             upper_dir, work_dir = self._rw / "upper", self._rw / "work"
-            prep = (
-                f"mount -t tmpfs -o size={self.limits.disk_bytes},mode=0755,nodev sf-bash-rw {rw} && "
-                f"mkdir {shlex.quote(str(upper_dir))} {shlex.quote(str(work_dir))}"
-            )
+            tmpfs = f"size={self.limits.disk_bytes},mode=0755"
+            steps += [
+                ["mount", "sf-bash-rw", str(self._rw), "tmpfs", _MS_NODEV, tmpfs],
+                ["mkdir", str(upper_dir)],
+                ["mkdir", str(work_dir)],
+            ]
         opts = (
             f"lowerdir={lowers},upperdir={_escape_overlay_path(upper_dir)},workdir={_escape_overlay_path(work_dir)}"
             f"{extra}"
         )
-        self._keeper_run(f"{prep} && mount -t overlay -o {shlex.quote(opts)} sf-bash {root}")
+        steps.append(["mount", "sf-bash", str(self._root), "overlay", 0, opts])
+        return steps
 
-    def _unmount(self) -> None:
-        root, rw = shlex.quote(str(self._root)), shlex.quote(str(self._rw))
-        tail = "" if self._upper is not None else f"; umount {rw}"
-        self._keeper_run(f"umount {root}{tail}")
+    def _unmount_steps(self) -> list[list]:
+        return [["umount", str(self._root)]] + ([] if self._upper is not None else [["umount", str(self._rw)]])
+
+    def _mount(self) -> None:
+        """First mount, through the keeper's shell (the spawner does not exist yet)."""
+        script = []
+        for step in self._mount_steps():
+            if step[0] == "mkdir":
+                script.append(f"mkdir {shlex.quote(step[1])}")
+            else:
+                _, source, target, fstype, flags, data = step
+                opts = f"{data},nodev" if flags & _MS_NODEV else data
+                script.append(f"mount -t {fstype} -o {shlex.quote(opts)} {source} {shlex.quote(target)}")
+        self._keeper_run(" && ".join(script))
 
     # ------------------------------------------------------------------ public API
     def reset(self, lowers: Sequence[Path] | None = None) -> None:
@@ -243,10 +257,11 @@ class Sandbox:
                 raise EnvironmentError_("a build-mode sandbox (upper=...) cannot be reset")
             if self._cgroup is not None:
                 self._cgroup.kill_all(keep=self._spawner_pids())
-            self._unmount()
             if lowers is not None:
                 self._lowers = list(lowers)
-            self._mount()
+            assert self._spawner is not None
+            # mount(2) calls made by the spawner: no umount/mount/mkdir processes to start
+            self._spawner.remount(self._unmount_steps() + self._mount_steps())
 
     def run(self, argv: Sequence[str], *, cwd: str = "/", timeout: float | None = None) -> CommandResult:
         """Execute ``argv`` (no shell added) inside the sandbox with working directory ``cwd``.

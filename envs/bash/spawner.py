@@ -23,13 +23,27 @@ from envs.base import EnvironmentError_
 __all__ = ["Spawner"]
 
 _SCRIPT = r"""
-import json, os, resource, socket, subprocess, sys
+import ctypes, json, os, resource, socket, subprocess, sys
 sock = socket.socket(fileno=int(sys.argv[1]))
 try:  # the cgroup's OOM killer should pick a sandbox process, never the spawner (root only)
     with open("/proc/self/oom_score_adj", "w") as f:
         f.write("-1000")
 except OSError:
     pass
+libc = ctypes.CDLL(None, use_errno=True)
+def remount(steps):
+    for step in steps:
+        if step[0] == "mkdir":
+            os.mkdir(step[1])
+            continue
+        if step[0] == "umount":
+            what, rc = step[1], libc.umount2(step[1].encode(), 0)
+        else:
+            _, source, target, fstype, flags, data = step
+            what, rc = target, libc.mount(source.encode(), target.encode(), fstype.encode(), flags, data.encode())
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{step[0]} {what}: {os.strerror(err)}")
 while True:
     try:
         msg, fds, _flags, _addr = socket.recv_fds(sock, 1 << 22, 1)
@@ -38,6 +52,13 @@ while True:
     if not msg:
         break
     req = json.loads(msg)
+    if req.get("op") == "remount":
+        try:
+            remount(req["steps"])
+            sock.send(b'{"ok": true}')
+        except OSError as err:
+            sock.send(json.dumps({"error": str(err)}).encode())
+        continue
     limits = [(getattr(resource, name), value) for name, value in req["rlimits"]]
     def apply_limits():
         with open("/proc/self/oom_score_adj", "w") as f:
@@ -92,6 +113,23 @@ class Spawner:
         if reply is None or "pid" not in reply:
             raise EnvironmentError_(f"the sandbox spawner could not start the command: {reply}")
         return int(reply["pid"])
+
+    def remount(self, steps: list[list]) -> None:
+        """Run mount steps in the spawner's mount namespace, without starting any process.
+
+        Steps: ``["umount", target]``, ``["mount", source, target, fstype, flags, data]``,
+        ``["mkdir", path]``.
+
+        Raises:
+            EnvironmentError_: a step failed (the message names it and the errno text).
+        """
+        try:
+            self._sock.send(json.dumps({"op": "remount", "steps": steps}).encode())
+        except OSError as err:
+            raise EnvironmentError_(f"the sandbox spawner is gone: {err}") from err
+        reply = self._receive(None)
+        if reply is None or "error" in reply:
+            raise EnvironmentError_(f"sandbox reset failed: {reply and reply['error']}")
 
     def wait_exit(self, timeout: float | None) -> int | None:
         """Exit status of the last command (negative = signal), or None if ``timeout`` passed first."""
