@@ -193,6 +193,9 @@ class ManagedServer:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+                # A clean stop leaves nothing worth keeping (a crashed server's log was kept
+                # under another name by _record_crash).
+                self._log_path.unlink(missing_ok=True)
             if self._lifeline is not None:
                 os.close(self._lifeline)
                 self._lifeline = None
@@ -206,10 +209,15 @@ class ManagedServer:
     def _record_crash(self) -> None:
         assert self._proc is not None
         code = self._proc.wait()
+        tail = self._log_tail()
+        kept = self._log_path.with_suffix(f".{self._proc.pid}.crash.log")
+        try:
+            self._log_path.rename(kept)  # the restarted server writes a new log
+        except OSError:
+            kept = self._log_path
         self._crash = (
             f"local LLM server for {self.config.alias!r} (pid {self._proc.pid}) {_describe_exit(code)}; "
-            f"the request in flight failed. It is restarted on next use. Log tail ({self._log_path}):\n"
-            f"{self._log_tail()}"
+            f"the request in flight failed. It is restarted on next use. Log tail ({kept}):\n{tail}"
         )
         if self._lifeline is not None:
             os.close(self._lifeline)
