@@ -39,12 +39,16 @@ def locate_intercode_dir(explicit: str | os.PathLike[str] | None = None, *, need
     Raises:
         DataNotFoundError: nothing found; the message lists every place tried and the fix.
     """
-    tried = candidate_dirs(explicit)
+    if explicit:
+        # An explicit directory is the user's choice: never fall back to another location.
+        d = Path(explicit).expanduser()
+        if (d / need).is_dir():
+            return d
+        raise DataNotFoundError(f"InterCode data not found: {explicit!s} has no '{need}/' directory")
+    tried = candidate_dirs()
     for d in tried:
         if (d / need).is_dir():
             return d
-    if explicit:
-        raise DataNotFoundError(f"InterCode data not found: {explicit!s} has no '{need}/' directory")
     raise DataNotFoundError(
         f"InterCode data ('{need}/') not found; looked in: "
         + ", ".join(str(p) for p in tried)
