@@ -27,6 +27,7 @@ from tasks.prompts import load_prompt
 from tasks.tools import (
     ObservationFormat,
     action_failed,
+    describe_schema,
     env_done,
     execute,
     repeats_last_action,
@@ -34,7 +35,7 @@ from tasks.tools import (
     turns_exhausted,
 )
 
-__all__ = ["SQL_FLOW", "SQL_NO_ERROR", "SQL_NO_OBSERVE", "SQL_NO_VERIFY", "build_sql_flow"]
+__all__ = ["SQL_FLOW", "SQL_NO_ERROR", "SQL_NO_OBSERVE", "SQL_NO_VERIFY", "SQL_SCHEMA", "build_sql_flow"]
 
 _SUBMIT_IN_SOLVE = "When the last result already answers the question exactly, submit instead."
 _DESC_IN_SOLVE = "Start by running DESC on the tables you need; you have not seen any columns yet."
@@ -48,6 +49,7 @@ def build_sql_flow(
     error: bool = True,
     grammar: bool = False,
     resample_repeats: bool = True,
+    schema: bool = False,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -61,6 +63,9 @@ def build_sql_flow(
             support grammars enforce it; elsewhere a warning says it is monitor-only).
             Observe's grammar admits only ``execute[DESC <table>]`` for a table that
             ``SHOW TABLES`` listed: it exists to inspect one real table.
+        schema: a variant, not the paper's flow: Init lists every table with its columns (no
+            LLM call) and Observe is skipped, so Solve starts with the whole schema in view.
+            Small local models gain most from it (docs/platform.md).
         resample_repeats: when a reply repeats the previous command verbatim, ask once more at
             a higher temperature (small models loop at temperature 0; the discarded reply is
             still traced and paid for).
@@ -69,6 +74,8 @@ def build_sql_flow(
     """
     if not (verify or error):
         raise ValueError("the SQL flow needs Verify or Error to handle failed statements")
+    if schema:
+        observe = False
     retry = repeats_last_action if resample_repeats else None
     llm = LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=retry)
     act = execute(fmt=fmt)
@@ -76,15 +83,18 @@ def build_sql_flow(
     def instruction(key: str, *extra: str) -> Prompt:
         return Prompt("\n".join([load_prompt("sql", key), *extra]))
 
-    init = State(
-        "Init", execute("SHOW TABLES", fmt=fmt, name="show_tables"), description="list the tables (no LLM call)"
-    )
+    if schema:
+        init = State("Init", describe_schema(), description="list every table and its columns (no LLM call)")
+    else:
+        init = State(
+            "Init", execute("SHOW TABLES", fmt=fmt, name="show_tables"), description="list the tables (no LLM call)"
+        )
     # Observe only inspects: its grammar (when on) names a listed table and has no submit.
     observe_llm = LLM(grammar=describe_table_grammar if grammar else None, retry_when=retry)
     observe_s = State("Observe", instruction("observe"), observe_llm, act, description="DESC the relevant table")
     solve = State(
         "Solve",
-        instruction("solve", *([] if verify else [_SUBMIT_IN_SOLVE]), *([] if observe else [_DESC_IN_SOLVE])),
+        instruction("solve", *([] if verify else [_SUBMIT_IN_SOLVE]), *([] if observe or schema else [_DESC_IN_SOLVE])),
         llm,
         act,
         description="write the SELECT",
@@ -112,9 +122,14 @@ def build_sql_flow(
         rules.append(Transition(loop, verify_s, when=statement_is("SELECT")))
     rules.append(Transition(loop, solve, when=statement_is("DESC")))
     rules.append(Transition(loop, solve))
-    ablated = [n for n, on in (("observe", observe), ("verify", verify), ("error", error)) if not on]
+    switches = (
+        (("verify", verify), ("error", error))
+        if schema
+        else (("observe", observe), ("verify", verify), ("error", error))
+    )
+    ablated = [n for n, on in switches if not on]
     return Flow(
-        name or "intercode-sql" + "".join(f"-no-{a}" for a in ablated),
+        name or "intercode-sql" + ("-schema" if schema else "") + "".join(f"-no-{a}" for a in ablated),
         initial=init,
         states=[
             init,
@@ -135,3 +150,4 @@ SQL_FLOW = build_sql_flow()
 SQL_NO_VERIFY = build_sql_flow(verify=False)
 SQL_NO_ERROR = build_sql_flow(error=False)
 SQL_NO_OBSERVE = build_sql_flow(observe=False)
+SQL_SCHEMA = build_sql_flow(schema=True)

@@ -44,6 +44,7 @@ def _methods() -> dict[str, Method]:
         "_no_verify": {"verify": False},
         "_no_error": {"error": False},
         "_no_observe": {"observe": False},
+        "_schema": {"schema": True},  # a variant for small models, not an ablation of the paper's flow
     }
     for suffix, switches in ablations.items():
         domains = ("sql", "bash") if not suffix else ("sql",)

@@ -20,6 +20,7 @@ from tasks.actions import Action, parse_action, statement_kind
 __all__ = [
     "ObservationFormat",
     "action_failed",
+    "describe_schema",
     "env_done",
     "execute",
     "failure_text",
@@ -115,6 +116,37 @@ def execute(command: str | None = None, *, fmt: ObservationFormat | None = None,
         return ToolResult(text, meta)
 
     return Tool(run_action, name)
+
+
+def describe_schema(*, name: str = "describe_schema") -> Tool:
+    """A tool that lists every table with its columns, compactly: ``book(book_id int, title varchar)``.
+
+    It runs ``SHOW TABLES`` and one ``DESC`` per table (no LLM call) and counts as one turn: it
+    is the flow's own set-up, not an agent action. Used by the schema variant of the SQL flow.
+    """
+
+    def run_schema(ctx: Context) -> ToolResult:
+        env = ctx.env
+        if env is None:
+            raise RuntimeError("describe_schema needs an environment: run(..., env=ENV)")
+        ctx.vars["turns"] = ctx.vars.get("turns", 0) + 1
+        tables, _, _, info = env.step("SHOW TABLES")
+        if not info.get("action_executed", True) or not isinstance(tables, list):
+            return ToolResult(str(tables), {"ok": False, "done": False, "action": "SHOW TABLES", "statement": "SHOW"})
+        names = [str(row[0]) for row in tables if row]
+        ctx.vars["tables"] = names
+        lines = []
+        for t in names:
+            cols, _, _, info = env.step(f"DESC `{t}`")
+            if info.get("action_executed", True) and isinstance(cols, list):
+                described = ", ".join(f"{c[0]} {str(c[1]).split('(')[0]}" for c in cols)
+                lines.append(f"{t}({described})")
+            else:
+                lines.append(f"{t}(?)")
+        text = "Tables and their columns:\n" + "\n".join(lines)
+        return ToolResult(text, {"ok": True, "done": False, "action": "SHOW TABLES", "statement": "SHOW"})
+
+    return Tool(run_schema, name)
 
 
 env_done: Condition = meta_is("done", True, name="submitted")

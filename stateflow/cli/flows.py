@@ -31,6 +31,7 @@ BUILTIN_FLOWS: dict[str, str] = {
     "intercode-sql-no-verify": "tasks.intercode_sql:SQL_NO_VERIFY",
     "intercode-sql-no-error": "tasks.intercode_sql:SQL_NO_ERROR",
     "intercode-sql-no-observe": "tasks.intercode_sql:SQL_NO_OBSERVE",
+    "intercode-sql-schema": "tasks.intercode_sql:SQL_SCHEMA",
     "intercode-bash": "tasks.intercode_bash:BASH_FLOW",
 }
 

@@ -84,6 +84,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception as err:  # a bug, not a user error: still one line, details with --debug
+        if debug:
+            raise
+        err_console.print(
+            f"[bold red]unexpected error:[/] {type(err).__name__}: {err} (rerun with --debug for the traceback)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
     return 0
 
 
