@@ -14,10 +14,11 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from openai.types.chat import ChatCompletion
 
+from stateflow.backends.client_base import ChatCompletionClient
 from stateflow.errors import StateFlowError
 
 __all__ = ["Cassette", "CassetteMiss", "RecordingClient", "ReplayClient", "request_key"]
@@ -99,33 +100,11 @@ class Cassette:
                 fh.write(line)
 
 
-class _CassetteClientBase:
-    RESPONSE_USAGE_KEYS: ClassVar[list[str]] = ["prompt_tokens", "completion_tokens", "total_tokens", "cost", "model"]
-
+class _CassetteClientBase(ChatCompletionClient):
     def __init__(self, config: dict[str, Any], *, cassette: Cassette, price_per_1k: tuple[float, float] = (0, 0)):
+        super().__init__(price_per_1k=price_per_1k)
         self._config = config
         self._cassette = cassette
-        self._price = price_per_1k
-
-    def message_retrieval(self, response: ChatCompletion) -> list[str]:
-        return [c.message.content or "" for c in response.choices]
-
-    def cost(self, response: ChatCompletion) -> float:
-        u = response.usage
-        if u is None:
-            return 0.0
-        return (u.prompt_tokens * self._price[0] + u.completion_tokens * self._price[1]) / 1000.0
-
-    @staticmethod
-    def get_usage(response: ChatCompletion) -> dict[str, Any]:
-        u = response.usage
-        return {
-            "prompt_tokens": u.prompt_tokens if u else 0,
-            "completion_tokens": u.completion_tokens if u else 0,
-            "total_tokens": u.total_tokens if u else 0,
-            "cost": getattr(response, "cost", 0.0),
-            "model": response.model,
-        }
 
 
 class RecordingClient(_CassetteClientBase):

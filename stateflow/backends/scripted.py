@@ -16,10 +16,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from openai.types.chat import ChatCompletion
 
+from stateflow.backends.client_base import ChatCompletionClient
 from stateflow.errors import StateFlowError
 
 __all__ = ["ScriptExhausted", "ScriptedClient", "ScriptedLLM", "ScriptedRequest", "make_completion", "word_count"]
@@ -109,19 +110,17 @@ def make_completion(
     )
 
 
-class ScriptedClient:
+class ScriptedClient(ChatCompletionClient):
     """AutoGen ``ModelClient`` backed by a :class:`ScriptedLLM`.
 
     Register it on an ``OpenAIWrapper`` whose config entry has
     ``"model_client_cls": "ScriptedClient"``: ``wrapper.register_model_client(ScriptedClient, script=llm)``.
     """
 
-    RESPONSE_USAGE_KEYS: ClassVar[list[str]] = ["prompt_tokens", "completion_tokens", "total_tokens", "cost", "model"]
-
     def __init__(self, config: dict[str, Any], *, script: ScriptedLLM, price_per_1k: tuple[float, float] = (0, 0)):
+        super().__init__(price_per_1k=price_per_1k)
         self._model = config.get("model", "scripted")
         self._script = script
-        self._price = price_per_1k
 
     def create(self, params: dict[str, Any]) -> ChatCompletion:
         messages = list(params.get("messages", []))
@@ -129,23 +128,3 @@ class ScriptedClient:
         text = self._script.reply_to(messages, extra)
         prompt = sum(word_count(str(m.get("content") or "")) for m in messages)
         return make_completion(text, model=self._model, prompt_tokens=prompt, completion_tokens=word_count(text))
-
-    def message_retrieval(self, response: ChatCompletion) -> list[str]:
-        return [c.message.content or "" for c in response.choices]
-
-    def cost(self, response: ChatCompletion) -> float:
-        u = response.usage
-        if u is None:
-            return 0.0
-        return (u.prompt_tokens * self._price[0] + u.completion_tokens * self._price[1]) / 1000.0
-
-    @staticmethod
-    def get_usage(response: ChatCompletion) -> dict[str, Any]:
-        u = response.usage
-        return {
-            "prompt_tokens": u.prompt_tokens if u else 0,
-            "completion_tokens": u.completion_tokens if u else 0,
-            "total_tokens": u.total_tokens if u else 0,
-            "cost": getattr(response, "cost", 0.0),
-            "model": response.model,
-        }
