@@ -13,6 +13,10 @@ from tests.tasks.test_runner import ORACLE_SPEC
 
 # Gold queries that fail on the server itself (docs/intercode.md): they cannot score 1.
 SPIDER_BROKEN_GOLDS = {164, 178, 225, 531, 638, 802}
+# NL2Bash golds whose output differs between two runs (upstream has the same problem): 30 walks
+# /proc with find, 102 prints the date, 109 shows curl's progress meter or not, 198 shows the load
+# average. They may score below 1 on any run; every other task must score 1.
+NL2BASH_UNREPEATABLE_GOLDS = {30, 102, 109, 198}
 
 
 @pytest.mark.slow
@@ -34,6 +38,6 @@ def test_oracle_on_all_200_nl2bash_tasks(tmp_path, bash_available, shared_data):
         progress=False,
     )
     assert s.finished == 200
-    failed = sorted((r["task"], r["reward_raw"], r["query"][:60]) for r in s.records if not r["success"])
+    failed = {r["task"] for r in s.records if not r["success"]}
     assert all(r["status"] == "ok" for r in s.records)
-    assert not failed, failed
+    assert failed <= NL2BASH_UNREPEATABLE_GOLDS, sorted(failed - NL2BASH_UNREPEATABLE_GOLDS)
