@@ -154,8 +154,14 @@ def register(app: typer.Typer) -> None:
         bash_tasks: Annotated[str, typer.Option(help="demo Bash tasks to run")] = "0:3",
         out: Annotated[Path, typer.Option(help="results directory")] = Path("runs/demo"),
         workers: Annotated[int, typer.Option(min=1)] = 1,
+        flow: Annotated[str, typer.Option(help="SQL flow: paper | schema | auto (schema for local models)")] = "auto",
     ) -> None:
-        """StateFlow and SF_Agent on demo SQL and Bash tasks, then the table and the report."""
+        """StateFlow and SF_Agent on demo SQL and Bash tasks, then the table and the report.
+
+        With the embedded model the SQL part uses the schema variant by default (Init shows every
+        table's columns): the paper's flow rarely succeeds with a 1.5B model and takes several
+        times longer. With any other model, or --flow paper, it runs the paper's flow.
+        """
         from tasks.metrics import summarize
         from tasks.report import metrics_table, write_report
         from tasks.runner import RunSpec, evaluate
@@ -163,11 +169,22 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         assignment, label = _assignment(model or [], config)
         _announce(console, assignment)
-        records = []
-        for bench, sel in (("intercode-sql", sql_tasks), ("intercode-bash", bash_tasks)):
+        if flow not in ("auto", "paper", "schema"):
+            raise ConfigError(f"--flow {flow!r}: choose paper, schema or auto")
+        all_local = all(assignment.profiles[n].provider == "local" for n in assignment.by_state.values())
+        schema = flow == "schema" or (flow == "auto" and all_local)
+        sql_methods = ("stateflow_schema", "sf_agent_schema") if schema else ("stateflow", "sf_agent")
+        what = "schema variant (Init lists every table's columns)" if schema else "the paper's (Init runs SHOW TABLES)"
+        console.print(f"SQL flow: {what}")
+        records: list[dict] = []
+        parts = (
+            ("intercode-sql", sql_tasks, sql_methods),
+            ("intercode-bash", bash_tasks, ("stateflow", "sf_agent")),
+        )
+        for bench, sel, methods in parts:
             spec = RunSpec(
                 benchmark=bench,
-                methods=("stateflow", "sf_agent"),
+                methods=methods,
                 models=assignment,
                 models_label=label,
                 out=out,
@@ -177,9 +194,13 @@ def register(app: typer.Typer) -> None:
                 grammar=_auto_grammar(assignment),
             )
             summary = evaluate(spec, console=console)
-            records = summary.records
             if summary.interrupted:
                 raise typer.Exit(130)
+            records = summary.records
+        # The results file may hold earlier demos with other models or flows: show this one.
+        records = [
+            r for r in records if r["models"] == label and r["method"] in {*sql_methods, "stateflow", "sf_agent"}
+        ]
         _table_console().print(metrics_table(summarize(records), title=f"demo — {label}"))
         paths = write_report(records, out)
         console.print(f"report: {paths['html']}   results: {out / 'results.jsonl'}")
