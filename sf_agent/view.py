@@ -16,9 +16,22 @@ __all__ = ["SFAgentView"]
 
 
 class SFAgentView(View):
-    """One agent per state; instructions are private system messages."""
+    """One agent per state; instructions are private system messages.
+
+    Args:
+        instruction_position: ``"first"`` (default) sends the system message before the
+            conversation, as AutoGen does; ``"last"`` sends it after the conversation. Either
+            way only that state's agent sees it. ``"last"`` lets a server's prompt cache reuse
+            the shared history across states: with the embedded model the share of prompt
+            tokens evaluated over a 6-turn episode drops from 0.48 to 0.29 (scripts/bench_llm.py).
+    """
 
     name = "sf_agent"
+
+    def __init__(self, instruction_position: str = "first"):
+        if instruction_position not in ("first", "last"):
+            raise ValueError(f"instruction_position must be 'first' or 'last', got {instruction_position!r}")
+        self.system_last = instruction_position == "last"
 
     def emitted_outputs(self, state: State) -> tuple[OutputFunction, ...]:
         return tuple(o for o in state.outputs if not isinstance(o, Prompt))

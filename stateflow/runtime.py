@@ -88,6 +88,9 @@ class View:
         """System message of the agent serving ``state`` (``None``: the shared agent)."""
         return flow.system_message
 
+    #: Send the agent's system message after the conversation instead of before it.
+    system_last: bool = False
+
 
 class StateFlowView(View):
     """The paper's StateFlow: one agent; each state's instruction is appended to the history."""
@@ -110,7 +113,7 @@ class StateAgent(ConversableAgent):
     tokens, cost and latency per step.
     """
 
-    def __init__(self, name: str, system_message: str):
+    def __init__(self, name: str, system_message: str, *, system_last: bool = False):
         super().__init__(
             name=name,
             system_message=system_message,
@@ -120,12 +123,18 @@ class StateAgent(ConversableAgent):
             max_consecutive_auto_reply=None,
         )
         self.last_response: Any = None
+        self.system_last = system_last
         if not system_message:
             # AutoGen always prepends the system message; an empty one would override the
             # model's own default system prompt (e.g. Qwen's chat template), so send none.
             self._oai_system_message = []
 
     def _generate_oai_reply_from_client(self, llm_client, messages, cache, **kwargs: Any):  # type: ignore[override]
+        if self.system_last and self._oai_system_message:
+            # AutoGen put the system message first; move it after the conversation so that
+            # consecutive calls share the longest possible prefix (a server's prompt cache).
+            n = len(self._oai_system_message)
+            messages = [*messages[n:], *messages[:n]]
         response = llm_client.create(messages=messages, cache=cache, agent=self, **kwargs)
         self.last_response = response
         extracted = llm_client.extract_text_or_completion_object(response)[0]
@@ -336,7 +345,7 @@ class _Episode:
                 if name != ASSISTANT and name in RESERVED_NAMES:
                     raise ConfigError(f"state name {name!r} clashes with a built-in agent; rename the state")
                 system = view.system_message(flow, st if name != ASSISTANT else None)
-                agent = StateAgent(name, system)
+                agent = StateAgent(name, system, system_last=view.system_last)
                 agent.register_reply([Agent, None], self._llm_reply, position=0)
                 self.llm_agents[name] = agent
         members: list[Agent] = [self.user, self.prompter, self.executor, *self.llm_agents.values()]

@@ -138,3 +138,19 @@ def test_unknown_profile_is_a_config_error_before_any_call():
         run(plan_act_flow(), "T", models={"default": "nope"})
     with pytest.raises(ConfigError, match="no script was given"):
         run(plan_act_flow(), "T", models=ModelProfile(name="s", model="s", provider="scripted"))
+
+
+def test_sf_agent_can_send_the_private_instruction_after_the_conversation():
+    llm = ScriptedLLM(["plan A", "act 1", "act 2", "act 3"])
+    run(plan_act_flow(), "TASK", models=scripted(), scripts={"fake": llm}, view=SFAgentView("last"))
+    assert _roles(llm.requests[2]) == [
+        ("user", "user", "TASK"),
+        ("user", "Plan", "plan A"),
+        ("assistant", "Act", "act 1"),
+        ("user", "environment", "count=1"),
+        ("system", None, "ACT-INSTRUCTION"),
+    ]
+    import pytest
+
+    with pytest.raises(ValueError, match="instruction_position"):
+        SFAgentView("middle")
