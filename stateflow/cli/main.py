@@ -63,6 +63,13 @@ def _register() -> None:
     spec.register(app)
 
 
+def _is_environment_error(err: BaseException) -> bool:
+    # Imported lazily: the CLI sits above the environments, the core below them.
+    from envs.base import EnvironmentError_
+
+    return isinstance(err, EnvironmentError_)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -87,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # a bug, not a user error: still one line, details with --debug
         if debug:
             raise
+        if _is_environment_error(err):  # e.g. missing data or server: the message says the fix
+            err_console.print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+            return 1
         err_console.print(
             f"[bold red]unexpected error:[/] {type(err).__name__}: {err} (rerun with --debug for the traceback)",
             highlight=False,
