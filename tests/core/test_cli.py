@@ -48,6 +48,19 @@ def test_errors_are_one_line_without_traceback(tmp_path):
     assert p.returncode == 1 and "expected NAME or STATE=NAME" in p.stderr
     p = sf("run", "intercode-sql", "--method", "reflexion", "--policy", "oracle", "--out", str(tmp_path / "o"))
     assert p.returncode == 1 and "unknown method 'reflexion'" in p.stderr
+    p = sf(
+        "run",
+        "intercode-bash",
+        "--data",
+        str(tmp_path),
+        "--dataset",
+        "nl2bash",
+        "--policy",
+        "oracle",
+        "--out",
+        str(tmp_path / "b"),
+    )
+    assert p.returncode == 1 and p.stderr.strip().startswith("error: InterCode bash data not found")
     p = sf("--debug", "graph", "no-such-flow")
     assert "Traceback" in p.stderr
 
