@@ -1,8 +1,9 @@
 """A fake OpenAI-compatible HTTP server on 127.0.0.1, for tests and benchmarks (opt-in only).
 
 AutoGen talks to it for real over HTTP (``base_url=server.url``). Replies are chosen by a
-``responder(model, messages, body) -> str`` function; errors can be injected per request to test
-retries. Every request body is recorded.
+``responder(model, messages, body) -> str`` function and cut at the request's ``stop`` sequences,
+as a real server does; errors can be injected per request to test retries. Every request body is
+recorded.
 
 >>> from stateflow.testing.fake_openai import FakeOpenAIServer
 >>> with FakeOpenAIServer(lambda model, messages, body: "pong") as srv:
@@ -52,9 +53,13 @@ class FakeOpenAIServer:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def __enter__(self) -> FakeOpenAIServer:
+    def start(self) -> FakeOpenAIServer:
+        """Start serving in a background thread (``with`` does this too); returns self."""
         self._thread.start()
         return self
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -114,6 +119,10 @@ class FakeOpenAIServer:
                     time.sleep(server.latency_s)
                 messages = body.get("messages", [])
                 text = server.responder(body.get("model", ""), messages, body)
+                stop = body.get("stop") or []
+                for s in [stop] if isinstance(stop, str) else stop:
+                    if s and s in text:  # like a real server: cut at the first stop sequence
+                        text = text[: text.index(s)]
                 prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in messages)
                 completion_tokens = len(text.split())
                 self._send(

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from stateflow.cli.main import main
+from stateflow.testing.fake_openai import FakeOpenAIServer
 
 BAD_SPEC = "(define broken\n  (:states A B)\n  (:behavior (nxt A B)))\n"
 
@@ -66,15 +67,13 @@ def test_run_with_a_scripted_profile_is_rejected_clearly(capsys, tmp_path):
 
 
 def _answer_server():
-    from .fake_openai import FakeOpenAI
-
-    def reply(body):
+    def reply(model, messages, body):
         last = body["messages"][-1]
         if last["role"] == "assistant":  # the monitor's prefill: a chat model repeats the cue
             return "Answer: 42\nQuestion: another one?"
         return "42"
 
-    return FakeOpenAI(reply)
+    return FakeOpenAIServer(reply).start()
 
 
 @pytest.mark.filterwarnings("ignore:profile 'fake' .* cannot take a grammar")
@@ -83,7 +82,7 @@ def test_run_over_http_with_both_engines(capsys, tmp_path):
     try:
         cfg = tmp_path / "m.toml"
         cfg.write_text(
-            f'[profiles.fake]\nmodel = "fake-model"\nbase_url = "{server.base_url}"\napi_key_env = "NO_SUCH_KEY"\n'
+            f'[profiles.fake]\nmodel = "fake-model"\nbase_url = "{server.url}"\napi_key_env = "NO_SUCH_KEY"\n'
             '[models]\ndefault = "fake"\n'
         )
         args = ["spec", "run", "direct", "--task", "What is 6*7?", "--config", str(cfg)]
@@ -106,13 +105,11 @@ def test_run_over_http_with_both_engines(capsys, tmp_path):
 
 @pytest.mark.filterwarnings("ignore:profile 'fake' .* cannot take a grammar")
 def test_chat_bot_ended_by_the_user_with_both_engines(capsys, tmp_path):
-    from .fake_openai import FakeOpenAI
-
-    server = FakeOpenAI(lambda body: "Bot: Hello, how can I help?")
+    server = FakeOpenAIServer(lambda model, messages, body: "Bot: Hello, how can I help?").start()
     try:
         cfg = tmp_path / "m.toml"
         cfg.write_text(
-            f'[profiles.fake]\nmodel = "m"\nbase_url = "{server.base_url}"\napi_key_env = "NO_SUCH_KEY"\n'
+            f'[profiles.fake]\nmodel = "m"\nbase_url = "{server.url}"\napi_key_env = "NO_SUCH_KEY"\n'
             '[models]\ndefault = "fake"\n'
         )
         args = ["spec", "run", "chat-bot", "--task", "hi", "--config", str(cfg), "-i", "User=/done"]

@@ -11,27 +11,15 @@ from hypothesis import strategies as st
 import stateflow
 from stateflow import ModelProfile, ToolResult
 from stateflow.backends.scripted import ScriptedLLM
-from stateflow.spec import AgentSpec, SpecError, SpecViolationError, library_spec
+from stateflow.spec import SpecError, SpecViolationError, library_spec
 from stateflow.spec.grammar import line_grammar
 from stateflow.spec.importer import spec_to_flow, task_input
+from tests.spec.specs import react_tools
 
 SCRIPTED = ModelProfile(name="scripted-a", model="a", provider="scripted", api_key_env=None)
 SCRIPTED_B = ModelProfile(name="scripted-b", model="b", provider="scripted", api_key_env=None)
 
-REACT_TOOLS = AgentSpec.from_text(
-    """
-    (define react-tools
-      (:states
-        (Question "Question:" :env-input)
-        (Thought "Thought:")
-        (Action "Action:" (:output-constrs "search" "finish"))
-        (Action-Input "Action Input:")
-        (Observation "Observation:" :env-input)
-        (Final-Thought "Final Thought:")
-        (Answer "Answer:"))
-      (:behavior (next Question (until (next Thought Action Action-Input Observation) Final-Thought) Answer)))
-    """
-)
+REACT_TOOLS = react_tools()
 
 
 def _observations(*texts):

@@ -7,21 +7,9 @@ import pytest
 from stateflow.spec import AgentSpec, SpecViolationError, library_spec
 from stateflow.spec.completer import CompletionRequest, ScriptedCompleter
 from stateflow.spec.monitor import DecodingMonitor
+from tests.spec.specs import react_tools
 
-REACT_TOOLS = AgentSpec.from_text(
-    """
-    (define react-tools
-      (:states
-        (Question "Question:" :env-input)
-        (Thought "Thought:")
-        (Action "Action:" (:output-constrs "search" "finish"))
-        (Action-Input "Action Input:")
-        (Observation "Observation:" :env-input)
-        (Final-Thought "Final Thought:")
-        (Answer "Answer:"))
-      (:behavior (next Question (until (next Thought Action Action-Input Observation) Final-Thought) Answer)))
-    """
-)
+REACT_TOOLS = react_tools()
 PROMPT = [{"role": "system", "content": "Follow the format."}, {"role": "user", "content": "Solve it."}]
 
 

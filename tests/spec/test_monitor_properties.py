@@ -9,21 +9,9 @@ from stateflow.spec import AgentSpec, SpecViolationError, library_spec
 from stateflow.spec.completer import ScriptedCompleter
 from stateflow.spec.monitor import DecodingMonitor
 from stateflow.spec.segment import Segmenter
+from tests.spec.specs import react_tools
 
-REACT_TOOLS = AgentSpec.from_text(
-    """
-    (define react-tools
-      (:states
-        (Question "Question:" :env-input)
-        (Thought "Thought:")
-        (Action "Action:" (:output-constrs "search" "finish"))
-        (Action-Input "Action Input:")
-        (Observation "Observation:" :env-input)
-        (Final-Thought "Final Thought:")
-        (Answer "Answer:"))
-      (:behavior (next Question (until_2 (next Thought Action Action-Input Observation) Final-Thought) Answer)))
-    """
-)
+REACT_TOOLS = react_tools("until_2")
 SPECS = [REACT_TOOLS, library_spec("pass"), library_spec("reflexion"), library_spec("chat-bot")]
 
 
