@@ -3,7 +3,7 @@
 * :func:`connect_engine`: a docker SDK client with a reachable engine; connecting also sweeps
   what dead processes left behind (see below).
 * Images are built locally, never pulled: :func:`ensure_base_image` imports the project's
-  Debian root (the bash sandbox's mmdebstrap root, :mod:`envs.bash.rootfs`) as
+  Debian root (the bash sandbox's mmdebstrap root, :mod:`stateflow.envs.bash.rootfs`) as
   ``stateflow-base:<root key>``; :func:`ensure_image` builds a Dockerfile on top of it and tags
   the result with a hash of the Dockerfile, its context files and build arguments, so an
   unchanged image is a lookup and a changed input gives a new tag.
@@ -34,7 +34,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.base import EnvironmentError_
+from stateflow.envs.base import EnvironmentError_
+
 from stateflow.paths import cache_dir
 
 __all__ = [
@@ -175,7 +176,7 @@ def ensure_base_image(client: Any) -> str:
     Raises:
         EnvironmentError_: the root cannot be built (mmdebstrap missing) or the import failed.
     """
-    from envs.bash.rootfs import build_base_root
+    from stateflow.envs.bash.rootfs import build_base_root
 
     root = build_base_root(quiet=True)
     tag = f"{BASE_REPO}:{root.key}"
@@ -290,12 +291,11 @@ class DockerSession:
         self._reaper: subprocess.Popen[bytes] | None = self._start_reaper() if reaper else None
 
     def _start_reaper(self) -> subprocess.Popen[bytes]:
-        project = str(Path(__file__).resolve().parent.parent)
+        # Same interpreter and environment (PYTHONPATH included): it imports the same `stateflow`.
         env = dict(os.environ)
-        env["PYTHONPATH"] = project + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         # Its own session: a Ctrl-C to the runner's process group must not stop the cleaner.
         return subprocess.Popen(
-            [sys.executable, "-m", "envs.docker_engine", "--reap", self.token, str(self.run_dir_path())],
+            [sys.executable, "-m", "stateflow.envs.docker_engine", "--reap", self.token, str(self.run_dir_path())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -380,7 +380,7 @@ def _main(argv: Sequence[str]) -> int:
         for name in sweep_stale(connect_engine(sweep=False)):
             print(f"removed {name}")
         return 0
-    print("usage: python -m envs.docker_engine --sweep", file=sys.stderr)
+    print("usage: python -m stateflow.envs.docker_engine --sweep", file=sys.stderr)
     return 2
 
 

@@ -1,6 +1,6 @@
 """Build every image the Docker backends use, ahead of time (``scripts/setup_docker.sh`` runs this).
 
-``python -m envs.docker_images`` builds, or finds in the engine's cache, the base image, the
+``python -m stateflow.envs.docker_images`` builds, or finds in the engine's cache, the base image, the
 MariaDB server image with the demo (and, when the data is present, Spider) dataset loaded, and
 the bash images of the demo file system and NL2Bash's fs_1..fs_4. Each line printed names an
 image and how long it took; an image whose inputs did not change is a lookup (milliseconds).
@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from envs.base import EnvironmentError_
-from envs.datasets import DataNotFoundError
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.datasets import DataNotFoundError
 
 __all__ = ["build_all"]
 
@@ -33,11 +33,11 @@ def build_all(client: Any, *, data_dir: str | None = None, log: Callable[[str], 
     Raises:
         EnvironmentError_: an image build failed.
     """
-    from envs.bash.docker_backend import bash_image
-    from envs.bash.tasks import load_bash_dataset
-    from envs.docker_engine import DockerSession, ensure_base_image
-    from envs.sql.docker_server import data_image, server_image
-    from envs.sql.tasks import resolve_dataset
+    from stateflow.envs.bash.docker_backend import bash_image
+    from stateflow.envs.bash.tasks import load_bash_dataset
+    from stateflow.envs.docker_engine import DockerSession, ensure_base_image
+    from stateflow.envs.sql.docker_server import data_image, server_image
+    from stateflow.envs.sql.tasks import resolve_dataset
 
     _timed("base image", lambda: ensure_base_image(client), log)
     _timed("MariaDB server image", lambda: server_image(client), log)
@@ -62,10 +62,10 @@ def build_all(client: Any, *, data_dir: str | None = None, log: Callable[[str], 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m envs.docker_images", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m stateflow.envs.docker_images", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", help="InterCode data directory (default: as the environments find it)")
     args = parser.parse_args(argv)
-    from envs.docker_engine import connect_engine
+    from stateflow.envs.docker_engine import connect_engine
 
     try:
         build_all(connect_engine(), data_dir=args.data_dir)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from envs.bash import BashEnv, open_bash_env
+from stateflow.envs.bash import BashEnv, open_bash_env
 
 
 def timed(fn: Callable[[], object], n: int) -> list[float]:

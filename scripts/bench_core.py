@@ -16,8 +16,8 @@ import statistics
 import time
 
 from autogen import OpenAIWrapper
+from stateflow.sf_agent import SFAgentView
 
-from sf_agent import SFAgentView
 from stateflow import LLM, Flow, ModelProfile, Prompt, State, Tool, ToolResult, Transition, meta_is, run
 from stateflow.backends.endpoints import config_entry
 from stateflow.backends.scripted import ScriptedClient, ScriptedLLM

@@ -33,12 +33,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.tasks.executors import ThreadExecutor
+from stateflow.tasks.ray_executor import ray_executor_factory
+from stateflow.tasks.runner import RunSpec, evaluate, open_env
+
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.testing.fake_openai import FakeOpenAIServer
-from tasks.executors import ThreadExecutor
-from tasks.ray_executor import ray_executor_factory
-from tasks.runner import RunSpec, evaluate, open_env
 
 Factory = Callable[..., Any]
 
@@ -102,7 +103,7 @@ def _measure(spec: RunSpec, factory: Factory, actors: int) -> dict[str, Any]:
 
 def _driver_append(records: list[dict[str, Any]], n: int = 300) -> None:
     """The driver's own cost per record (JSON + one write + fsync): its ceiling in records/s."""
-    from tasks.records import ResultsFile
+    from stateflow.tasks.records import ResultsFile
 
     with tempfile.TemporaryDirectory() as out:
         results = ResultsFile(Path(out) / "results.jsonl")

@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from envs.bash import open_bash_env
-from envs.sql import open_sql_env
+from stateflow.envs.bash import open_bash_env
+from stateflow.envs.sql import open_sql_env
 
 UPSTREAM_SLEEP_S = 3.0
 
@@ -134,10 +134,10 @@ def replay_bash(dataset: str, backend: str, workers: int) -> tuple[float, int, i
 
 def upstream_bash(dataset: str, sample: int) -> float:
     """Seconds per episode of upstream's design: fresh container + 3 s sleep + gold via exec_run."""
-    from envs.bash.docker_backend import bash_image, connect_docker, container_options
-    from envs.bash.sandbox import SandboxLimits
-    from envs.bash.tasks import load_bash_dataset
-    from envs.docker_engine import DockerSession
+    from stateflow.envs.bash.docker_backend import bash_image, connect_docker, container_options
+    from stateflow.envs.bash.sandbox import SandboxLimits
+    from stateflow.envs.bash.tasks import load_bash_dataset
+    from stateflow.envs.docker_engine import DockerSession
 
     data = load_bash_dataset(dataset, None)
     client = connect_docker()
@@ -161,9 +161,9 @@ def upstream_bash(dataset: str, sample: int) -> float:
 
 def upstream_sql(dataset: str, sample: int) -> float:
     """Seconds per episode of upstream's design: fresh server container + 3 s sleep + gold query."""
-    from envs.sql.docker_server import DockerServer
-    from envs.sql.env import SqlEnv
-    from envs.sql.tasks import resolve_dataset
+    from stateflow.envs.sql.docker_server import DockerServer
+    from stateflow.envs.sql.env import SqlEnv
+    from stateflow.envs.sql.tasks import resolve_dataset
 
     data = resolve_dataset(dataset)
     DockerServer(data.dumps, data.databases).close()  # data image built before timing

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from envs.pdoctor import MockToolkit, SynthesisConfig, judge, parse_range, synthesize
-from envs.pdoctor.solver import satisfiable, witness_order
+from stateflow.envs.pdoctor import MockToolkit, SynthesisConfig, judge, parse_range, synthesize
+from stateflow.envs.pdoctor.solver import satisfiable, witness_order
 
 
 def brute_force(n: int, pairs: list[tuple[int, int]]) -> bool:

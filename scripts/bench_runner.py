@@ -22,10 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.tasks.runner import RunSpec, evaluate, open_env
+
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.testing.fake_openai import FakeOpenAIServer
-from tasks.runner import RunSpec, evaluate, open_env
 
 
 def _run(spec: RunSpec) -> tuple[float, list[dict]]:

@@ -17,9 +17,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from envs.datasets import DataNotFoundError
-from envs.sql import EmbeddedServerPool, open_sql_env, resolve_dataset
-from envs.sql.server import open_connection
+from stateflow.envs.datasets import DataNotFoundError
+from stateflow.envs.sql import EmbeddedServerPool, open_sql_env, resolve_dataset
+from stateflow.envs.sql.server import open_connection
 
 
 def _ms(seconds: float) -> str:

@@ -172,9 +172,10 @@ def write_results(text: str, path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from stateflow.tasks.runner import RunSpec, evaluate
+
     from stateflow import ModelAssignment
     from stateflow.profiles import BUILTIN_PROFILES
-    from tasks.runner import RunSpec, evaluate
 
     for model in args.models:
         # one request at a time reaches the embedded server: a client retry of a slow request only
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not args.table_only:
         run(args)
-    from tasks.metrics import load_results
+    from stateflow.tasks.metrics import load_results
 
     dirs = sorted(str(d) for d in args.runs.glob("*") if (d / "results.jsonl").exists())
     table = cells(load_results(dirs), args.agent) if dirs else []

@@ -34,8 +34,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
-#: top-level entries of the checkout copied into each snapshot (the packages tests import)
-COPIED = ("stateflow", "sf_agent", "envs", "tasks", "prompts", "tests", "pyproject.toml")
+#: top-level entries of the checkout copied into each snapshot, and where they go there: the
+#: installed layout (pyproject's package-dir), so that mutants/ alone provides every `stateflow.*`
+#: module and the checkout's editable install (which maps stateflow.envs to ./envs) is never used
+LAYOUT = {
+    "stateflow": "stateflow",
+    "sf_agent": "stateflow/sf_agent",
+    "envs": "stateflow/envs",
+    "tasks": "stateflow/tasks",
+    "prompts": "stateflow/prompts",
+    "tests": "tests",
+    "pyproject.toml": "pyproject.toml",
+}
 #: pytest plugin loaded in every mutmut run: a deterministic Hypothesis profile
 PLUGIN = '''"""Loaded by scripts/mutation.py: deterministic Hypothesis runs, no example database."""
 
@@ -50,7 +60,8 @@ STATUSES = ("killed", "survived", "timeout", "no tests")
 
 @dataclass(frozen=True)
 class Group:
-    """Modules mutated together and the test files (globs, relative to the root) that judge them.
+    """Modules mutated together (paths in the snapshot, i.e. the installed layout) and the test
+    files (globs, relative to the root) that judge them.
 
     ``deselect`` names slow tests left out (pytest node ids): every surviving mutant reruns every
     selected test that reaches it, so one 30-second property test costs hours over a module.
@@ -65,13 +76,13 @@ class Group:
 GROUPS = (
     Group(
         "reward",
-        ("envs/sql/reward.py", "envs/bash/reward.py"),
+        ("stateflow/envs/sql/reward.py", "stateflow/envs/bash/reward.py"),
         ("tests/envs/sql/test_reward*.py", "tests/envs/bash/test_reward*.py"),
     ),
     Group(
         "records",
-        ("tasks/records.py", "tasks/metrics.py"),
-        ("tests/tasks/test_records*.py", "tests/tasks/test_metrics*.py"),
+        ("stateflow/tasks/records.py", "stateflow/tasks/metrics.py"),
+        ("tests/tasks/test_records*.py", "tests/tasks/test_metrics*.py", "tests/tasks/test_identity_resume.py"),
     ),
     Group(
         "flow",
@@ -108,7 +119,7 @@ def _test_files(group: Group) -> list[str]:
 def _snapshot(dest: Path) -> None:
     """Copy the working tree's files under COPIED into ``dest`` (git's view: ignored files skipped)."""
     listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *COPIED],
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *LAYOUT],
         cwd=ROOT,
         check=True,
         capture_output=True,
@@ -120,7 +131,8 @@ def _snapshot(dest: Path) -> None:
         src = ROOT / rel
         if not src.is_file():  # deleted in the working tree but still in the index
             continue
-        target = dest / rel
+        top, _, rest = rel.partition("/")
+        target = dest / LAYOUT[top] / rest if rest else dest / LAYOUT[top]
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
 
@@ -133,7 +145,7 @@ def _config(group: Group, tests: list[str]) -> str:
 
     return (
         "\n\n[tool.mutmut]  # written by scripts/mutation.py for this snapshot only\n"
-        f"source_paths = {arr(['stateflow', 'sf_agent', 'envs', 'tasks', 'prompts'])}\n"
+        f"source_paths = {arr(['stateflow'])}\n"
         f"only_mutate = {arr(group.modules)}\n"
         f"pytest_add_cli_args_test_selection = {arr(selection)}\n"
         f"pytest_add_cli_args = {arr(['-p', 'mutation_hypothesis', '-p', 'no:cacheprovider'])}\n"

@@ -41,18 +41,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if root=$("$PY" -m envs.bash --print-root 2>/dev/null); then
+if root=$("$PY" -m stateflow.envs.bash --print-root 2>/dev/null); then
   echo "[setup_bash] base root cached: $root"
 else
   echo "[setup_bash] building the sandbox base root with mmdebstrap (once; ~1-2 min)"
   start=$(date +%s)
-  root=$("$PY" -m envs.bash --build-root)
+  root=$("$PY" -m stateflow.envs.bash --build-root)
   echo "[setup_bash] base root built in $(( $(date +%s) - start )) s: $root"
 fi
 
 "$PY" - <<'EOF'
-from envs.bash.rootfs import locate_base_root
-from envs.bash.sandbox import Sandbox
+from stateflow.envs.bash.rootfs import locate_base_root
+from stateflow.envs.bash.sandbox import Sandbox
 
 with Sandbox([locate_base_root().path]) as box:
     result = box.run(["/bin/bash", "-c", "echo sandbox-ok"])

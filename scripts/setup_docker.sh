@@ -8,7 +8,7 @@
 #    `scripts/setup_docker.sh --stop` stops that dockerd (and only that one).
 # 2. the images, built locally (no registry is used, nothing is pulled): the project's Debian root
 #    imported as a base image, a MariaDB server image with the SQL datasets loaded, and the
-#    NL2Bash images for the demo and fs_1..fs_4 (python -m envs.docker_images). Images are tagged
+#    NL2Bash images for the demo and fs_1..fs_4 (python -m stateflow.envs.docker_images). Images are tagged
 #    with a hash of their Dockerfile and inputs, so a warm run is a lookup.
 #
 # The Docker backends are optional: when the engine cannot run here (no root to install it, no
@@ -87,5 +87,5 @@ if ! engine_up; then
 fi
 
 say "building images (cached by a hash of their inputs)"
-"$PY" -m envs.docker_images || unavailable "building the images failed (see above)"
+"$PY" -m stateflow.envs.docker_images || unavailable "building the images failed (see above)"
 say "done in $(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $start }") s"

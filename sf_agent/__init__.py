@@ -1,5 +1,5 @@
 """SF_Agent view of StateFlow flows: a separate AutoGen agent, private instruction and model per state."""
 
-from sf_agent.view import SFAgentView
+from stateflow.sf_agent.view import SFAgentView
 
 __all__ = ["SFAgentView"]

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import warnings
+from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["CACHE_ENV", "cache_dir"]
+__all__ = ["CACHE_ENV", "cache_dir", "resource_path"]
 
 #: The documented variable.
 CACHE_ENV = "STATEFLOW_CACHE_DIR"
@@ -38,3 +39,19 @@ def cache_dir() -> Path:
     from platformdirs import user_cache_path
 
     return user_cache_path("stateflow", appauthor=False)
+
+
+def resource_path(package: str, *parts: str) -> Path:
+    """A file or directory shipped inside ``package`` (e.g. ``"stateflow.envs.sql"``), as a real path.
+
+    Found with :mod:`importlib.resources`, so it works the same from a checkout, an editable
+    install and a wheel. Docker build contexts and the sandbox's bind mounts need real paths, so a
+    package imported from a zip archive is refused rather than extracted behind the user's back.
+
+    Raises:
+        FileNotFoundError: the package is not on the file system (zip import).
+    """
+    root = files(package)
+    if not isinstance(root, Path):
+        raise FileNotFoundError(f"{package} is not installed as files on disk ({root!r}); install it unzipped")
+    return root.joinpath(*parts)

@@ -14,11 +14,19 @@ exactly like the StateFlow flows, so the comparison stays on equal terms.
 
 from __future__ import annotations
 
+from stateflow.tasks.actions import parse_action
+from stateflow.tasks.grammar import THOUGHT_ACTION_GBNF
+from stateflow.tasks.prompts import load_prompt
+from stateflow.tasks.tools import (
+    REPEAT_NOTE,
+    ObservationFormat,
+    env_done,
+    execute,
+    repeats_last_action,
+    turns_exhausted,
+)
+
 from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolResult, Transition, meta_is
-from tasks.actions import parse_action
-from tasks.grammar import THOUGHT_ACTION_GBNF
-from tasks.prompts import load_prompt
-from tasks.tools import REPEAT_NOTE, ObservationFormat, env_done, execute, repeats_last_action, turns_exhausted
 
 __all__ = ["build_plan_solve", "build_react", "build_try_again"]
 

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from envs.base import Environment, Task
+from stateflow.envs.base import Environment, Task
+from stateflow.tasks.actions import parse_action
+from stateflow.tasks.methods import build_method
+
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
-from tasks.actions import parse_action
-from tasks.methods import build_method
 
 __all__ = ["ORACLE_PROFILE", "EpisodeSpec", "oracle_script", "run_episode", "task_prompt"]
 

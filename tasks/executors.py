@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol, TypeVar
 
-from envs.base import Environment
+from stateflow.envs.base import Environment
 
 __all__ = ["EpisodeExecutor", "ThreadExecutor"]
 

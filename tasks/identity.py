@@ -3,7 +3,7 @@
 Every result record carries its :class:`EpisodeIdentity` (as a dict) and the identity's
 :attr:`~EpisodeIdentity.digest`; ``(digest, task)`` is the resume key. Two records with the same
 key are the same experiment cell, so a resumed run reuses a record only on an exact identity
-match, and readers keep only the newest record per key (see :func:`tasks.records.latest_records`).
+match, and readers keep only the newest record per key (see :func:`stateflow.tasks.records.latest_records`).
 
 What is in it, and why:
 
@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envs.base import Environment
+from stateflow.envs.base import Environment
+
 from stateflow import Flow, ModelAssignment, ModelProfile
 from stateflow.outputs import LLM, Prompt, Tool
 
@@ -152,7 +153,7 @@ class EpisodeIdentity:
     max_turns: int
     grammar: bool
     backend: str
-    database_scope: str | None = None  # SQL: which databases an agent may USE (envs.sql DatabaseScope)
+    database_scope: str | None = None  # SQL: which databases an agent may USE (stateflow.envs.sql DatabaseScope)
     version: int = IDENTITY_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -13,10 +13,18 @@ Transitions depend only on whether the last command succeeded, read from its out
 
 from __future__ import annotations
 
+from stateflow.tasks.grammar import THOUGHT_ACTION_GBNF
+from stateflow.tasks.prompts import load_prompt
+from stateflow.tasks.tools import (
+    ObservationFormat,
+    env_done,
+    execute,
+    failure_text,
+    repeats_last_action,
+    turns_exhausted,
+)
+
 from stateflow import ANY, LLM, Flow, Prompt, State, Transition
-from tasks.grammar import THOUGHT_ACTION_GBNF
-from tasks.prompts import load_prompt
-from tasks.tools import ObservationFormat, env_done, execute, failure_text, repeats_last_action, turns_exhausted
 
 __all__ = ["BASH_FAILURE_MARKERS", "BASH_FLOW", "build_bash_flow"]
 

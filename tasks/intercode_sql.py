@@ -21,10 +21,9 @@ Rules, in priority order (the first that holds wins):
 
 from __future__ import annotations
 
-from stateflow import ANY, LLM, Flow, Prompt, State, Transition
-from tasks.grammar import THOUGHT_ACTION_GBNF, describe_table_grammar
-from tasks.prompts import load_prompt
-from tasks.tools import (
+from stateflow.tasks.grammar import THOUGHT_ACTION_GBNF, describe_table_grammar
+from stateflow.tasks.prompts import load_prompt
+from stateflow.tasks.tools import (
     ObservationFormat,
     action_failed,
     describe_schema,
@@ -34,6 +33,8 @@ from tasks.tools import (
     statement_is,
     turns_exhausted,
 )
+
+from stateflow import ANY, LLM, Flow, Prompt, State, Transition
 
 __all__ = ["SQL_FLOW", "SQL_NO_ERROR", "SQL_NO_OBSERVE", "SQL_NO_VERIFY", "SQL_SCHEMA", "build_sql_flow"]
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sf_agent import SFAgentView
+from stateflow.sf_agent import SFAgentView
+from stateflow.tasks.baselines import build_plan_solve, build_react, build_try_again
+from stateflow.tasks.intercode_bash import build_bash_flow
+from stateflow.tasks.intercode_sql import build_sql_flow
+from stateflow.tasks.pdoctor import add_pdoctor
+from stateflow.tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, build_spec_agent
+
 from stateflow import Flow, StateFlowView, View
-from tasks.baselines import build_plan_solve, build_react, build_try_again
-from tasks.intercode_bash import build_bash_flow
-from tasks.intercode_sql import build_sql_flow
-from tasks.pdoctor import add_pdoctor
-from tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, build_spec_agent
 
 __all__ = ["METHODS", "Method", "build_method"]
 

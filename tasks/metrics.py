@@ -11,7 +11,7 @@ Per group of records (e.g. one method with one model on one benchmark):
 * ``errored``: episodes that ended in an exception (model unreachable, timeout...).
 
 Each episode counts once: only the newest record per identity and task is used (the results
-file is append-only, see :func:`tasks.records.latest_records`). Records of one group made with
+file is append-only, see :func:`stateflow.tasks.records.latest_records`). Records of one group made with
 different settings (another dataset, turn limit, flow...) form separate rows; their ``setting``
 names the identity fields that tell them apart.
 """
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tasks.records import latest_records
+from stateflow.tasks.records import latest_records
 
 __all__ = ["GROUP_KEYS", "Row", "group_records", "load_results", "setting_labels", "summarize", "tokens_by_state"]
 
@@ -174,7 +174,7 @@ def load_results(dirs: Iterable[str]) -> list[dict[str, Any]]:
     """
     from pathlib import Path
 
-    from tasks.records import ResultsFile
+    from stateflow.tasks.records import ResultsFile
 
     out: list[dict[str, Any]] = []
     for d in dirs:

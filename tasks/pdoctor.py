@@ -31,10 +31,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from envs.pdoctor import ErrorClass, PDoctorEnv, SynthesisConfig, Verdict, classify, parse_range, step_budget
+from stateflow.envs.pdoctor import ErrorClass, PDoctorEnv, SynthesisConfig, Verdict, classify, parse_range, step_budget
+from stateflow.tasks.prompts import load_prompt
+
 from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolResult, Transition, meta_is, predicate
 from stateflow.errors import ConfigError
-from tasks.prompts import load_prompt
 
 __all__ = [
     "ERROR_CLASSES",
@@ -377,8 +378,8 @@ def _dispatch(original: Callable[[str, bool], Flow], pdoctor: Callable[[bool], F
 def add_pdoctor(methods: dict[str, M]) -> dict[str, M]:
     """``methods`` with ``react``, ``stateflow`` and ``sf_agent`` also applying to ``pdoctor``.
 
-    ``methods`` maps names to :class:`tasks.methods.Method` records (taken generically to keep
-    the import one-way: tasks.methods imports this module).
+    ``methods`` maps names to :class:`stateflow.tasks.methods.Method` records (taken generically to keep
+    the import one-way: stateflow.tasks.methods imports this module).
     """
     out = dict(methods)
     for name, build in _BUILDERS.items():

@@ -1,7 +1,7 @@
 """Root-cause dissection of a failed pdoctor episode with a real method and model.
 
 ``diagnose(request, method, models)`` runs the method's flow on mutated requests (see
-:mod:`envs.pdoctor.dissection`) in a private environment and returns the smallest change that
+:mod:`stateflow.envs.pdoctor.dissection`) in a private environment and returns the smallest change that
 made the agent pass. Each attempt is a full episode: with a local model expect seconds to a
 minute per attempt.
 """
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from envs.pdoctor import PDoctorEnv, Request, SynthesisConfig
-from envs.pdoctor.dissection import Diagnosis, dissect
+from stateflow.envs.pdoctor import PDoctorEnv, Request, SynthesisConfig
+from stateflow.envs.pdoctor.dissection import Diagnosis, dissect
+from stateflow.tasks.methods import build_method
+
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.scripted import ScriptedLLM
-from tasks.methods import build_method
 
 __all__ = ["attempt_with", "diagnose"]
 

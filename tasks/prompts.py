@@ -1,17 +1,18 @@
-"""Prompt files shipped beside the code (``prompts/<domain>/<name>.md``).
+"""Prompt files shipped as package data (``prompts/<domain>/<name>.md``, installed as ``stateflow.prompts``).
 
-Files are located relative to this package rather than imported as the ``prompts`` package:
-a generic top-level name is easily shadowed by a ``prompts/`` folder in the current directory.
+Read with :mod:`importlib.resources`, so the same call works from a checkout and from a wheel, and
+a ``prompts/`` folder in the user's working directory can never shadow ours.
 """
 
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
+
+from stateflow.paths import resource_path
 
 __all__ = ["PROMPTS_DIR", "load_prompt"]
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = resource_path("stateflow.prompts")
 
 
 @cache  # prompt files are read-only package data: caching them is safe across runs

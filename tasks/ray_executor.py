@@ -1,10 +1,10 @@
-"""Episodes on a Ray cluster: the :class:`~tasks.executors.EpisodeExecutor` for many machines.
+"""Episodes on a Ray cluster: the :class:`~stateflow.tasks.executors.EpisodeExecutor` for many machines.
 
 Each worker is a Ray actor that owns one environment (its own MariaDB / sandbox on the node it
 was placed on) and runs one episode at a time. The driver keeps everything else: it hands out
 jobs, collects the records as they finish and stays the single writer of ``results.jsonl`` (the
 runner appends each record as the executor yields it), so resume, torn-line repair and
-``--retry-errors`` work exactly as with :class:`~tasks.executors.ThreadExecutor`.
+``--retry-errors`` work exactly as with :class:`~stateflow.tasks.executors.ThreadExecutor`.
 
 Models:
 
@@ -32,7 +32,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from envs.base import Environment
+from stateflow.envs.base import Environment
+
 from stateflow.errors import ConfigError, StateFlowError
 
 __all__ = ["EpisodesLostError", "LocalModel", "NodeModelServer", "RayExecutor", "local_models", "ray_executor_factory"]
@@ -456,7 +457,7 @@ class RayExecutor:
 def ray_executor_factory(
     address: str | None, assignment: Any | None = None, **options: Any
 ) -> Callable[[int, Callable[[], Environment]], RayExecutor]:
-    """The ``executor_factory`` for :func:`tasks.runner.evaluate` (``stateflow run --executor ray``).
+    """The ``executor_factory`` for :func:`stateflow.tasks.runner.evaluate` (``stateflow run --executor ray``).
 
     Args:
         address: see :class:`RayExecutor` (``None``: a local Ray instance for the run).

@@ -3,7 +3,7 @@
 The file is append-only. Re-running an episode (``--retry-errors``) appends a new record for the
 same key instead of rewriting the file, and every reader keeps only the newest record per key
 (:func:`latest_records`): the key is the episode identity's digest plus the task index (see
-:mod:`tasks.identity`).
+:mod:`stateflow.tasks.identity`).
 
 Each record is written with a single ``write`` on a file opened with ``O_APPEND`` and then
 ``fsync``-ed, so a ``kill -9`` leaves at most one torn last line. Loading tolerates exactly that:

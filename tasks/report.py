@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from stateflow.tasks.metrics import GROUP_KEYS, Row, group_records, summarize, tokens_by_state
 
 from stateflow.graph import to_dot
-from tasks.metrics import GROUP_KEYS, Row, group_records, summarize, tokens_by_state
 
 __all__ = ["metrics_table", "write_html", "write_plots", "write_report"]
 
@@ -112,8 +112,8 @@ def write_plots(records: list[dict[str, Any]], out: Path) -> list[Path]:
 
 def _svg_for(method: str, benchmark: str) -> str:
     """The method's state graph as inline SVG (empty string with a note if Graphviz is absent)."""
-    from tasks.methods import build_method
-    from tasks.runner import BENCHMARKS
+    from stateflow.tasks.methods import build_method
+    from stateflow.tasks.runner import BENCHMARKS
 
     dot = shutil.which("dot")
     if dot is None:
@@ -242,7 +242,7 @@ def write_html(records: list[dict[str, Any]], out: Path, plots: Sequence[Path] =
 
 def write_report(records: list[dict[str, Any]], out: Path) -> dict[str, Path]:
     """Plots, HTML and ``metrics.json`` (overall and by hardness) in ``out``."""
-    from tasks.report_pdoctor import write_pdoctor_plots  # pdoctor: planning-limit curve, error classes
+    from stateflow.tasks.report_pdoctor import write_pdoctor_plots  # pdoctor: planning-limit curve, error classes
 
     plots = write_plots(records, out) + write_pdoctor_plots(records, out)
     html_path = write_html(records, out, plots)

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
-
-from tasks.pdoctor import ERROR_CLASSES, episode_error_class
+from stateflow.tasks.pdoctor import ERROR_CLASSES, episode_error_class
 
 __all__ = ["PlanningSummary", "markdown", "pdoctor_tables", "summarize_pdoctor", "write_pdoctor_plots"]
 

@@ -1,8 +1,8 @@
 """The evaluation runner: methods x tasks, in parallel, resumable, with live progress.
 
-Results go to ``OUT/results.jsonl`` (one line per finished episode, see :mod:`tasks.records`);
+Results go to ``OUT/results.jsonl`` (one line per finished episode, see :mod:`stateflow.tasks.records`);
 ``OUT/run.json`` keeps the last command's settings. Every record carries its episode identity
-(:mod:`tasks.identity`); re-running the same command skips every episode recorded with exactly
+(:mod:`stateflow.tasks.identity`); re-running the same command skips every episode recorded with exactly
 that identity, so an interrupted run (Ctrl-C, ``kill -9``, a crash) resumes where it stopped with
 no duplicate and no lost task. A directory holding records of the same benchmark made with other
 settings is refused unless mixing is asked for (``--mix-settings``), so a changed dataset, model,
@@ -21,15 +21,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-from envs.base import Environment
-from stateflow import ModelAssignment, ModelProfile
-from stateflow.backends.http import HttpClients
-from stateflow.backends.scripted import ScriptedLLM
-from stateflow.errors import ConfigError
-from tasks.episode import ORACLE_PROFILE, EpisodeSpec, run_episode
-from tasks.executors import EpisodeExecutor, ThreadExecutor
-from tasks.identity import (
+from stateflow.envs.base import Environment
+from stateflow.tasks.episode import ORACLE_PROFILE, EpisodeSpec, run_episode
+from stateflow.tasks.executors import EpisodeExecutor, ThreadExecutor
+from stateflow.tasks.identity import (
     RUN_WIDE_FIELDS,
     EpisodeIdentity,
     FieldDifference,
@@ -39,9 +34,14 @@ from tasks.identity import (
     models_fingerprint,
     prompts_fingerprint,
 )
-from tasks.methods import build_method
-from tasks.prompts import PROMPTS_DIR
-from tasks.records import ResultsFile, latest_records, record_key
+from stateflow.tasks.methods import build_method
+from stateflow.tasks.prompts import PROMPTS_DIR
+from stateflow.tasks.records import ResultsFile, latest_records, record_key
+
+from stateflow import ModelAssignment, ModelProfile
+from stateflow.backends.http import HttpClients
+from stateflow.backends.scripted import ScriptedLLM
+from stateflow.errors import ConfigError
 
 __all__ = [
     "BENCHMARKS",
@@ -131,7 +131,7 @@ class RunSpec:
     backend: str | None = None
     dsn: str | None = None
     data_dir: str | None = None
-    sql_database_scope: str = "benchmark"  # envs.sql DatabaseScope: "benchmark" (as upstream) or "task"
+    sql_database_scope: str = "benchmark"  # stateflow.envs.sql DatabaseScope: "benchmark" (as upstream) or "task"
     retry_errors: bool = False
     mix_settings: bool = False
     scripts: dict[str, ScriptedLLM] = field(default_factory=dict, compare=False)
@@ -152,11 +152,11 @@ class RunSpec:
 def open_env(spec: RunSpec) -> Environment:
     """Open one environment for ``spec`` (each worker opens its own)."""
     if spec.domain == "pdoctor":  # synthesized planning requests; the dataset names the synthesis settings
-        from envs.pdoctor import open_pdoctor_env
+        from stateflow.envs.pdoctor import open_pdoctor_env
 
         return open_pdoctor_env(spec.dataset)
     if spec.domain == "sql":
-        from envs.sql import open_sql_env
+        from stateflow.envs.sql import open_sql_env
 
         return open_sql_env(
             spec.dataset,
@@ -165,7 +165,7 @@ def open_env(spec: RunSpec) -> Environment:
             data_dir=spec.data_dir,
             database_scope=spec.sql_database_scope,  # type: ignore[arg-type]  # validated by open_sql_env
         )
-    from envs.bash import open_bash_env
+    from stateflow.envs.bash import open_bash_env
 
     return open_bash_env(spec.dataset, backend=spec.resolved_backend, data_dir=spec.data_dir)
 
@@ -311,7 +311,7 @@ def evaluate(
     settings of records already there), so a refused run leaves no directory behind; if the run
     fails before recording anything in a directory it created, the directory is removed again.
 
-    A recorded episode is reused only when its identity (see :mod:`tasks.identity`) equals this
+    A recorded episode is reused only when its identity (see :mod:`stateflow.tasks.identity`) equals this
     run's exactly; with ``retry_errors`` an errored one is re-run and its new record appended
     (the newest record wins for every reader).
 

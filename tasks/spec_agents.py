@@ -27,7 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from envs.base import Environment
+from stateflow.envs.base import Environment
+from stateflow.tasks.actions import statement_kind
+from stateflow.tasks.spec_prompts import system_message
+from stateflow.tasks.tools import ObservationFormat
+
 from stateflow import Context, Flow, State, Tool, ToolResult, Transition
 from stateflow.errors import ConfigError, LLMError, StateFlowError
 from stateflow.messages import Usage
@@ -38,9 +42,6 @@ from stateflow.spec.completer import Completer, Completion, CompletionRequest, S
 from stateflow.spec.concurrent import ActionCall, Summariser, numbered_results, pending_calls, run_concurrently
 from stateflow.spec.monitor import DecodingMonitor, MonitorTrace, SpecStep
 from stateflow.spec.unenforced import UnenforcedRunner
-from tasks.actions import statement_kind
-from tasks.spec_prompts import system_message
-from tasks.tools import ObservationFormat
 
 __all__ = [
     "ENFORCEMENTS",

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from stateflow.tasks.actions import Action, parse_action, statement_kind
+
 from stateflow import Condition, Context, Kind, Tool, ToolResult, meta_is, predicate
-from tasks.actions import Action, parse_action, statement_kind
 
 __all__ = [
     "ObservationFormat",
@@ -102,7 +103,7 @@ def execute(command: str | None = None, *, fmt: ObservationFormat | None = None,
             ctx.vars["failed"] = ctx.vars.get("failed", 0) + 1
         statement = statement_kind(action.command)
         if ok and statement == "SHOW" and isinstance(observation, list):
-            # Remembered for grammars that may only name real tables (see tasks.grammar).
+            # Remembered for grammars that may only name real tables (see stateflow.tasks.grammar).
             ctx.vars["tables"] = [str(row[0]) for row in observation if row]
         text = fmt.render(observation, statement)
         if text == "":

@@ -1,15 +1,15 @@
 """InterCode Bash environment: NL2Bash tasks in a real, sandboxed shell.
 
 Entry point: :func:`open_bash_env`. Default backend: bubblewrap over a per-episode overlay
-(:mod:`envs.bash.sandbox`) on a cached Debian base root (:mod:`envs.bash.rootfs`); optional
-backend: Docker (:mod:`envs.bash.docker_backend`). Reward parts: :mod:`envs.bash.reward`.
+(:mod:`stateflow.envs.bash.sandbox`) on a cached Debian base root (:mod:`stateflow.envs.bash.rootfs`); optional
+backend: Docker (:mod:`stateflow.envs.bash.docker_backend`). Reward parts: :mod:`stateflow.envs.bash.reward`.
 """
 
 from __future__ import annotations
 
-from envs.bash.env import BashEnv
-from envs.bash.open import open_bash_env
-from envs.bash.reward import (
+from stateflow.envs.bash.env import BashEnv
+from stateflow.envs.bash.open import open_bash_env
+from stateflow.envs.bash.reward import (
     BashReward,
     answer_similarity,
     bash_reward,
@@ -18,8 +18,8 @@ from envs.bash.reward import (
     diff_score,
     parse_git_status,
 )
-from envs.bash.sandbox import SandboxLimits
-from envs.bash.tasks import BashDataset, load_bash_dataset
+from stateflow.envs.bash.sandbox import SandboxLimits
+from stateflow.envs.bash.tasks import BashDataset, load_bash_dataset
 
 __all__ = [
     "BashDataset",

@@ -1,4 +1,4 @@
-"""``python -m envs.bash``: build or locate the sandbox base root (used by scripts/setup_bash.sh).
+"""``python -m stateflow.envs.bash``: build or locate the sandbox base root (used by scripts/setup_bash.sh).
 
 ``--protection`` prints which protection against the host the sandbox has on this machine.
 """
@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from envs.base import EnvironmentError_
-from envs.bash.rootfs import DEFAULT_MIRROR, build_base_root, locate_base_root
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.rootfs import DEFAULT_MIRROR, build_base_root, locate_base_root
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m envs.bash", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m stateflow.envs.bash", description=__doc__.splitlines()[0])
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--build-root", action="store_true", help="build the base root unless it is cached")
     action.add_argument("--print-root", action="store_true", help="print the base root path (exit 1 if not built)")
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         root = build_base_root(mirror=args.mirror) if args.build_root else locate_base_root()
         if args.protection:
-            from envs.bash.sandbox import Sandbox
+            from stateflow.envs.bash.sandbox import Sandbox
 
             with Sandbox([root.path]) as box:
                 print(box.describe())

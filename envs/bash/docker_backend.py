@@ -2,13 +2,13 @@
 
 Images: one per task file system, ``stateflow-intercode-bash:<fs>-<hash>``, built locally from
 ``envs/bash/docker/Dockerfile`` on top of the project's Debian root imported as an image (see
-:mod:`envs.docker_engine`; the same root and tools as the sandbox backend). The hash covers the
+:mod:`stateflow.envs.docker_engine`; the same root and tools as the sandbox backend). The hash covers the
 Dockerfile, the task files and the base, so a changed input gives a new image.
 
 Containers run with no network, all capabilities dropped except the four file-ownership ones a
 root shell needs for the tasks (chown, chmod of any file), ``no-new-privileges``, memory
 (without swap), pids, CPU and rlimit caps, and are labelled for cleanup (see
-:class:`~envs.docker_engine.DockerSession`).
+:class:`~stateflow.envs.docker_engine.DockerSession`).
 
 Semantics match the sandbox backend:
 
@@ -44,15 +44,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from envs.base import EnvironmentError_
-from envs.bash.layers import GITIGNORE, FsSource
-from envs.bash.rootfs import HOSTNAME
-from envs.bash.sandbox import CommandResult, SandboxLimits
-from envs.docker_engine import DockerSession, connect_engine, ensure_base_image, ensure_image
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.layers import GITIGNORE, FsSource
+from stateflow.envs.bash.rootfs import HOSTNAME
+from stateflow.envs.bash.sandbox import CommandResult, SandboxLimits
+from stateflow.envs.docker_engine import DockerSession, connect_engine, ensure_base_image, ensure_image
+
+from stateflow.paths import resource_path
 
 __all__ = ["DOCKERFILE", "IMAGE", "DockerHost", "bash_image", "connect_docker", "container_options"]
 
-DOCKERFILE = Path(__file__).resolve().parent / "docker" / "Dockerfile"
+DOCKERFILE = resource_path(__package__, "docker", "Dockerfile")
 IMAGE = "stateflow-intercode-bash"
 
 # The sandbox's relay (merged output through `cat`, so the exec ends when every holder of the
@@ -60,7 +62,7 @@ IMAGE = "stateflow-intercode-bash"
 _RELAY = '{ rc=$( { { "$@" 2>&1 3>&- 4>&-; echo $? >&4; } | cat >&3; } 4>&1 ); } 3>&1; kill -9 -1 2>/dev/null; exit $rc'
 _CONTROL_DIR = "/run/sf-control"  # where process 1 (docker/pid1.py) listens, bind-mounted from the host
 _CONTROL_NAME = "pid1.sock"
-PID1 = Path(__file__).resolve().parent / "docker" / "pid1.py"
+PID1 = resource_path(__package__, "docker", "pid1.py")
 # What a root shell needs for the tasks (chown/chmod/cp -p of any file); everything else dropped.
 _CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"]
 

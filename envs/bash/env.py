@@ -19,8 +19,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
-from envs.base import EnvironmentError_, Task
-from envs.bash.command import (
+from stateflow.envs.base import EnvironmentError_, Task
+from stateflow.envs.bash.command import (
     MALFORMED,
     TIMED_OUT,
     ActionTooLong,
@@ -30,9 +30,9 @@ from envs.bash.command import (
     hash_argv,
     simplify_path,
 )
-from envs.bash.hosts import ExecutionHost
-from envs.bash.reward import Change, bash_reward, content_targets, parse_git_status
-from envs.bash.tasks import BashDataset
+from stateflow.envs.bash.hosts import ExecutionHost
+from stateflow.envs.bash.reward import Change, bash_reward, content_targets, parse_git_status
+from stateflow.envs.bash.tasks import BashDataset
 
 __all__ = ["BashEnv"]
 
@@ -41,7 +41,7 @@ ACTION_EXEC = "action_executed"
 
 
 class BashEnv:
-    """The ``intercode-bash`` environment (implements :class:`envs.base.Environment`).
+    """The ``intercode-bash`` environment (implements :class:`stateflow.envs.base.Environment`).
 
     Args:
         dataset: the tasks and their file systems.

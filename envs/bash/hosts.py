@@ -1,8 +1,8 @@
 """Execution hosts: where the environment runs commands (one for the agent, one for the gold).
 
-:class:`ExecutionHost` is what :class:`envs.bash.env.BashEnv` needs; :class:`SandboxHost`
-implements it with a bubblewrap :class:`~envs.bash.sandbox.Sandbox` per host, the Docker backend
-(:mod:`envs.bash.docker_backend`) with a container.
+:class:`ExecutionHost` is what :class:`stateflow.envs.bash.env.BashEnv` needs; :class:`SandboxHost`
+implements it with a bubblewrap :class:`~stateflow.envs.bash.sandbox.Sandbox` per host, the Docker backend
+(:mod:`stateflow.envs.bash.docker_backend`) with a container.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from envs.base import EnvironmentError_
-from envs.bash.layers import FsSource, LayerStore
-from envs.bash.rootfs import HOSTNAME, BaseRoot
-from envs.bash.sandbox import CommandResult, Sandbox, SandboxLimits
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.layers import FsSource, LayerStore
+from stateflow.envs.bash.rootfs import HOSTNAME, BaseRoot
+from stateflow.envs.bash.sandbox import CommandResult, Sandbox, SandboxLimits
 
 __all__ = ["ExecutionHost", "SandboxHost"]
 

@@ -20,9 +20,9 @@ import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from envs.base import EnvironmentError_
-from envs.bash.rootfs import BaseRoot, cache_home
-from envs.bash.sandbox import Sandbox, SandboxLimits
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.rootfs import BaseRoot, cache_home
+from stateflow.envs.bash.sandbox import Sandbox, SandboxLimits
 
 __all__ = ["GITIGNORE", "FsSource", "LayerStore"]
 

@@ -1,11 +1,11 @@
-"""Building a ready :class:`~envs.bash.env.BashEnv` from a dataset name and a backend name."""
+"""Building a ready :class:`~stateflow.envs.bash.env.BashEnv` from a dataset name and a backend name."""
 
 from __future__ import annotations
 
-from envs.base import EnvironmentError_
-from envs.bash.env import BashEnv
-from envs.bash.sandbox import SandboxLimits
-from envs.bash.tasks import load_bash_dataset
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.env import BashEnv
+from stateflow.envs.bash.sandbox import SandboxLimits
+from stateflow.envs.bash.tasks import load_bash_dataset
 
 __all__ = ["BACKENDS", "open_bash_env"]
 
@@ -33,7 +33,7 @@ def open_bash_env(
         exact_quoting: give bash the action verbatim instead of upstream's re-split string.
         limits: sandbox resource caps.
         fs_scripts: directory of upstream's ``setup_nl2b_fs_N.sh``: build fs_1..fs_3 by running
-            them (see :mod:`envs.bash.upstream`) instead of unpacking the tarballs.
+            them (see :mod:`stateflow.envs.bash.upstream`) instead of unpacking the tarballs.
 
     Raises:
         EnvironmentError_: unknown backend, missing data or base root, no sandbox support; each
@@ -41,10 +41,10 @@ def open_bash_env(
     """
     data = load_bash_dataset(dataset, data_dir, fs_scripts=fs_scripts)
     if backend == "sandbox":
-        from envs.bash.hosts import SandboxHost
-        from envs.bash.layers import LayerStore
-        from envs.bash.rootfs import locate_base_root
-        from envs.bash.sandbox import check_sandbox_support
+        from stateflow.envs.bash.hosts import SandboxHost
+        from stateflow.envs.bash.layers import LayerStore
+        from stateflow.envs.bash.rootfs import locate_base_root
+        from stateflow.envs.bash.sandbox import check_sandbox_support
 
         check_sandbox_support()
         base = locate_base_root()
@@ -52,7 +52,7 @@ def open_bash_env(
         agent = SandboxHost(base, layers, data.sources, limits)
         gold = SandboxHost(base, layers, data.sources, limits)
     elif backend == "docker":
-        from envs.bash.docker_backend import DockerHost, connect_docker
+        from stateflow.envs.bash.docker_backend import DockerHost, connect_docker
 
         client = connect_docker()
         agent = DockerHost(client, data.sources, role="agent", limits=limits)

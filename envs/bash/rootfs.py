@@ -17,7 +17,7 @@ Cost: one build of ~1-1.5 min and ~300 MB on a fresh machine (``scripts/setup_ba
 it; as root or, via ``mmdebstrap --mode=unshare``, as a user with user namespaces). Every later
 use is a directory lookup.
 
-Run ``python -m envs.bash --build-root`` to build (``--print-root`` shows the path).
+Run ``python -m stateflow.envs.bash --build-root`` to build (``--print-root`` shows the path).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from envs.base import EnvironmentError_
+from stateflow.envs.base import EnvironmentError_
+
 from stateflow.paths import cache_dir
 
 __all__ = [
@@ -122,7 +123,7 @@ def locate_base_root(explicit: str | os.PathLike[str] | None = None) -> BaseRoot
     if not (root / "ready").exists():
         raise EnvironmentError_(
             f"the bash sandbox base root is not built (expected {root}/rootfs). "
-            "Run scripts/setup_bash.sh (or `python -m envs.bash --build-root`), "
+            "Run scripts/setup_bash.sh (or `python -m stateflow.envs.bash --build-root`), "
             "or use backend='docker' where a Docker engine is available."
         )
     return BaseRoot(root / "rootfs", key)

@@ -7,7 +7,7 @@ Layout of one :class:`Sandbox`:
   itself are mounted *inside that namespace only*: they never appear in the host's mount
   table, and when the keeper exits (``close()``, or our process dying, which closes its stdin)
   the kernel drops them. Nothing can be left mounted behind us;
-* a *spawner* (:mod:`envs.bash.spawner`) joined the sandbox's cgroup and entered the keeper's
+* a *spawner* (:mod:`stateflow.envs.bash.spawner`) joined the sandbox's cgroup and entered the keeper's
   namespace once; it forks each command with its rlimits: ``bwrap`` with fresh
   user/pid/ipc/uts/net(/cgroup) namespaces, ``--die-with-parent``, ``--new-session``, a cleared
   environment, and as pid 1 a small shell relay (see ``_RELAY``) running the command. When every
@@ -47,9 +47,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs.base import EnvironmentError_
-from envs.bash.cgroups import SandboxCgroup, sweep_stale_cgroups
-from envs.bash.spawner import Spawner
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.cgroups import SandboxCgroup, sweep_stale_cgroups
+from stateflow.envs.bash.spawner import Spawner
 
 __all__ = [
     "KEPT_CAPABILITIES",

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from envs.base import EnvironmentError_
+from stateflow.envs.base import EnvironmentError_
 
 __all__ = ["Spawner"]
 

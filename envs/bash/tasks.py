@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envs.base import EnvironmentError_, Task
-from envs.bash.layers import FsSource
-from envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.envs.base import EnvironmentError_, Task
+from stateflow.envs.bash.layers import FsSource
+from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
+
+from stateflow.paths import resource_path
 
 __all__ = ["DEMO_DIR", "FS_IDS", "BashDataset", "load_bash_dataset"]
 
-DEMO_DIR = Path(__file__).resolve().parent / "demo"
+DEMO_DIR = resource_path(__package__, "demo")
 FS_IDS = ("fs_1", "fs_2", "fs_3", "fs_4")
 NAMED = ("demo", "nl2bash", *FS_IDS, "test")
 _FS_FILE_RE = re.compile(r"nl2bash_(fs_[1-4])\.json$")
@@ -130,7 +132,7 @@ def load_bash_dataset(
             local = path.parent if (path.parent / "nl2bash_fs_1.tar.gz").exists() else _bash_dir(data_dir)
             sources.update(_fs_sources(local))
     if fs_scripts is not None:
-        from envs.bash.upstream import script_sources
+        from stateflow.envs.bash.upstream import script_sources
 
         sources.update(script_sources(fs_scripts))
     missing = sorted({t.context for t in tasks} - set(sources))

@@ -4,7 +4,7 @@ Upstream creates each task file system with a shell script (``docker/bash_script
 setup_nl2b_fs_N.sh`` in princeton-nlp/intercode). Instead of the shipped tarballs, a user may
 download those scripts once (:func:`download_upstream_scripts`) and pass the directory as
 ``fs_scripts``: each script then runs as root inside a build sandbox over the base root and its
-effects become the task layer (see :class:`envs.bash.layers.LayerStore`). As upstream, some
+effects become the task layer (see :class:`stateflow.envs.bash.layers.LayerStore`). As upstream, some
 script lines fail silently; file mtimes are those of the build.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import urllib.request
 from pathlib import Path
 
-from envs.base import EnvironmentError_
-from envs.bash.layers import FsSource
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.layers import FsSource
 
 __all__ = ["UPSTREAM_SCRIPT_URL", "download_upstream_scripts", "script_sources"]
 
@@ -39,7 +39,7 @@ def script_sources(script_dir: str | Path) -> dict[str, FsSource]:
     if not sources:
         raise EnvironmentError_(
             f"no upstream set-up scripts (setup_nl2b_fs_1.sh ...) in {directory}; "
-            "fetch them with envs.bash.upstream.download_upstream_scripts(DIR)"
+            "fetch them with stateflow.envs.bash.upstream.download_upstream_scripts(DIR)"
         )
     return sources
 

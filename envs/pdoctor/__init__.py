@@ -1,15 +1,15 @@
 """PDoctor-style planning tests: synthesized requests, mock tools, an exact Z3 oracle.
 
 See docs/pdoctor.md of the shared folder for the method (Ji et al. 2024) and
-:mod:`envs.pdoctor.synthesis`, :mod:`envs.pdoctor.oracle`, :mod:`envs.pdoctor.dissection`.
+:mod:`stateflow.envs.pdoctor.synthesis`, :mod:`stateflow.envs.pdoctor.oracle`, :mod:`stateflow.envs.pdoctor.dissection`.
 """
 
-from envs.pdoctor.env import PDoctorEnv, open_pdoctor_env, step_budget
-from envs.pdoctor.oracle import Call, judge, violated_constraints
-from envs.pdoctor.request import Clause, ClauseForm, Group, Order, Relative, Request, Sentence, TimeBound
-from envs.pdoctor.synthesis import SynthesisConfig, parse_range, synthesize
-from envs.pdoctor.tools import MockToolkit, flow_tools, parse_call
-from envs.pdoctor.verdict import ErrorClass, Verdict, classify
+from stateflow.envs.pdoctor.env import PDoctorEnv, open_pdoctor_env, step_budget
+from stateflow.envs.pdoctor.oracle import Call, judge, violated_constraints
+from stateflow.envs.pdoctor.request import Clause, ClauseForm, Group, Order, Relative, Request, Sentence, TimeBound
+from stateflow.envs.pdoctor.synthesis import SynthesisConfig, parse_range, synthesize
+from stateflow.envs.pdoctor.tools import MockToolkit, flow_tools, parse_call
+from stateflow.envs.pdoctor.verdict import ErrorClass, Verdict, classify
 
 __all__ = [
     "Call",

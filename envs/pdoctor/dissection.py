@@ -15,7 +15,7 @@ reported, so a "terminal" diagnosis means a wording confused the agent, a "drop 
 names the sentence whose requirement it could not meet. ``unresolved`` means no single edit
 within the budget made it pass.
 
-The agent is any ``attempt(request) -> bool`` (see ``tasks.pdoctor_dissect`` for running a flow).
+The agent is any ``attempt(request) -> bool`` (see ``stateflow.tasks.pdoctor_dissect`` for running a flow).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from envs.pdoctor.grammar import CONNECTIVES, render_sentence
-from envs.pdoctor.request import Clause, Request, Sentence
-from envs.pdoctor.topics import TOPICS, tool_name
+from stateflow.envs.pdoctor.grammar import CONNECTIVES, render_sentence
+from stateflow.envs.pdoctor.request import Clause, Request, Sentence
+from stateflow.envs.pdoctor.topics import TOPICS, tool_name
 
 __all__ = ["Diagnosis", "Mutation", "dissect", "mutations"]
 

@@ -1,6 +1,6 @@
 """The PDoctor environment: synthesized requests behind the runner's environment contract.
 
-Task ``i`` is request ``i`` of a :class:`~envs.pdoctor.synthesis.SynthesisConfig` (synthesized
+Task ``i`` is request ``i`` of a :class:`~stateflow.envs.pdoctor.synthesis.SynthesisConfig` (synthesized
 on first use and cached in this instance). ``step(call)`` runs a mock tool; ``step("submit")``
 runs the oracle: reward 1.0 when the log meets every constraint, else 0.0, with the verdict in
 ``info["verdict"]``. Nothing here is an LLM judge: the check is exact.
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.base import Task
-from envs.pdoctor.oracle import judge
-from envs.pdoctor.request import Request
-from envs.pdoctor.solver import witness_order
-from envs.pdoctor.synthesis import SynthesisConfig, synthesize
-from envs.pdoctor.tools import MockToolkit
+from stateflow.envs.base import Task
+from stateflow.envs.pdoctor.oracle import judge
+from stateflow.envs.pdoctor.request import Request
+from stateflow.envs.pdoctor.solver import witness_order
+from stateflow.envs.pdoctor.synthesis import SynthesisConfig, synthesize
+from stateflow.envs.pdoctor.tools import MockToolkit
 
 __all__ = ["PDoctorEnv", "open_pdoctor_env", "step_budget"]
 

@@ -16,7 +16,7 @@ Terminals (≺: the subject runs first, ≻: it runs last, ∅: neutral):
 
 from __future__ import annotations
 
-from envs.pdoctor.request import Clause, ClauseForm, Group, Relative, Request, Sentence, TimeBound
+from stateflow.envs.pdoctor.request import Clause, ClauseForm, Group, Relative, Request, Sentence, TimeBound
 
 __all__ = [
     "BOUND_FORMS",

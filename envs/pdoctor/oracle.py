@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import z3
-
-from envs.pdoctor.grammar import clock
-from envs.pdoctor.request import Request
-from envs.pdoctor.verdict import ErrorClass, Verdict
+from stateflow.envs.pdoctor.grammar import clock
+from stateflow.envs.pdoctor.request import Request
+from stateflow.envs.pdoctor.verdict import ErrorClass, Verdict
 
 __all__ = ["Call", "judge", "violated_constraints"]
 

@@ -179,6 +179,6 @@ class Request:
 
     @property
     def text(self) -> str:
-        from envs.pdoctor.grammar import render_request
+        from stateflow.envs.pdoctor.grammar import render_request
 
         return render_request(self)

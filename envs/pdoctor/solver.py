@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import z3
-
-from envs.pdoctor.request import Order, TimeBound
+from stateflow.envs.pdoctor.request import Order, TimeBound
 
 __all__ = ["IncrementalSolver", "satisfiable", "witness_order"]
 

@@ -19,8 +19,8 @@ import random
 import time
 from dataclasses import dataclass
 
-from envs.pdoctor.grammar import CONNECTIVES, DONE, SC_AFTER, VP_AFTER, VP_NEUTRAL
-from envs.pdoctor.request import (
+from stateflow.envs.pdoctor.grammar import CONNECTIVES, DONE, SC_AFTER, VP_AFTER, VP_NEUTRAL
+from stateflow.envs.pdoctor.request import (
     Clause,
     ClauseForm,
     Group,
@@ -31,8 +31,8 @@ from envs.pdoctor.request import (
     SynthesisStats,
     TimeBound,
 )
-from envs.pdoctor.solver import IncrementalSolver, satisfiable, witness_order
-from envs.pdoctor.topics import TOPICS, tool_name
+from stateflow.envs.pdoctor.solver import IncrementalSolver, satisfiable, witness_order
+from stateflow.envs.pdoctor.topics import TOPICS, tool_name
 
 __all__ = ["SynthesisConfig", "parse_range", "synthesize"]
 

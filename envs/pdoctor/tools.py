@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import re
 
-from envs.pdoctor.grammar import clock
-from envs.pdoctor.oracle import Call
-from envs.pdoctor.request import Request
+from stateflow.envs.pdoctor.grammar import clock
+from stateflow.envs.pdoctor.oracle import Call
+from stateflow.envs.pdoctor.request import Request
+
 from stateflow import Context, Tool, ToolResult
 
 __all__ = ["MockToolkit", "flow_tools", "parse_call"]
@@ -98,7 +99,7 @@ class MockToolkit:
 def flow_tools(request: Request) -> tuple[Tool, ...]:
     """One StateFlow tool per action; each calls the episode's environment (``ctx.env``).
 
-    The environment must be a :class:`~envs.pdoctor.env.PDoctorEnv` reset on ``request``.
+    The environment must be a :class:`~stateflow.envs.pdoctor.env.PDoctorEnv` reset on ``request``.
     """
 
     def make(name: str) -> Tool:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from envs.sql.embedded import SHARED_EMBEDDED_POOL, EmbeddedServer, EmbeddedServerPool
-from envs.sql.env import ERROR_PREFIX, SqlEnv, SqlLimits
-from envs.sql.reward import sql_reward
-from envs.sql.server import DATABASE_SCOPES, DatabaseScope, SqlServer, check_scope
-from envs.sql.tasks import NAMED_DATASETS, SqlDataset, TaskFileError, load_task_file, resolve_dataset
+from stateflow.envs.sql.embedded import SHARED_EMBEDDED_POOL, EmbeddedServer, EmbeddedServerPool
+from stateflow.envs.sql.env import ERROR_PREFIX, SqlEnv, SqlLimits
+from stateflow.envs.sql.reward import sql_reward
+from stateflow.envs.sql.server import DATABASE_SCOPES, DatabaseScope, SqlServer, check_scope
+from stateflow.envs.sql.tasks import NAMED_DATASETS, SqlDataset, TaskFileError, load_task_file, resolve_dataset
 
 __all__ = [
     "BACKENDS",
@@ -56,9 +56,9 @@ def open_sql_env(
             or a JSON/CSV task file path.
         backend: "embedded" (private MariaDB child process, shared by the process's
             environments), "docker" (a MariaDB container,
-            see :mod:`envs.sql.docker_server`) or "dsn" (an external server).
+            see :mod:`stateflow.envs.sql.docker_server`) or "dsn" (an external server).
         dsn: ``mysql://user:password@host:port`` for ``backend="dsn"``.
-        data_dir: where InterCode's ``sql/`` files are (default: see ``envs.datasets``).
+        data_dir: where InterCode's ``sql/`` files are (default: see ``stateflow.envs.datasets``).
         dumps: SQL dumps creating the databases (default: the dataset's own).
         limits: statement timeout and observation caps (default :class:`SqlLimits`).
         database_scope: ``"benchmark"`` (default, as upstream): the agent may read and ``USE``
@@ -88,11 +88,11 @@ def open_sql_env(
             data, server, limits=limits, database_scope=database_scope, on_close=lambda: chosen.release(server)
         )
     if backend == "docker":
-        from envs.sql.docker_server import DockerServer
+        from stateflow.envs.sql.docker_server import DockerServer
 
         docker_server = DockerServer(data.dumps, data.databases)
         return SqlEnv(data, docker_server, limits=limits, database_scope=database_scope, on_close=docker_server.close)
-    from envs.sql.external import DsnServer
+    from stateflow.envs.sql.external import DsnServer
 
     dsn_server = DsnServer(dsn or "", data.dumps, data.databases)
     return SqlEnv(data, dsn_server, limits=limits, database_scope=database_scope, on_close=dsn_server.close)

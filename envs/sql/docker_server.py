@@ -1,6 +1,6 @@
 """The Docker backend: a MariaDB container per environment, reached over a bind-mounted socket.
 
-Images (built locally, never pulled; see :mod:`envs.docker_engine`):
+Images (built locally, never pulled; see :mod:`stateflow.envs.docker_engine`):
 
 * ``stateflow-mariadb:<hash>``: Debian's ``mariadb-server`` on the project's Debian root, with
   the embedded backend's server options (``envs/sql/docker/``);
@@ -11,7 +11,7 @@ Isolation: the container has no network (``--network none``; the server also run
 ``skip-networking``) and is reached through its socket directory, bind-mounted from a private
 host directory; it runs as the unprivileged ``mysql`` user with every capability dropped,
 ``no-new-privileges``, and memory, pids and CPU caps. Agents get the per-database SELECT-only
-accounts every backend uses (:class:`~envs.sql.server.SqlServer`).
+accounts every backend uses (:class:`~stateflow.envs.sql.server.SqlServer`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import mysql.connector
-
-from envs.base import EnvironmentError_
-from envs.docker_engine import (
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.docker_engine import (
     DockerSession,
     _build_lock,
     _has_image,
@@ -35,12 +34,14 @@ from envs.docker_engine import (
     ensure_base_image,
     ensure_image,
 )
-from envs.sql.dump import load_dump, read_dump
-from envs.sql.server import Endpoint, SqlServer, open_connection
+from stateflow.envs.sql.dump import load_dump, read_dump
+from stateflow.envs.sql.server import Endpoint, SqlServer, open_connection
+
+from stateflow.paths import resource_path
 
 __all__ = ["DATA_REPO", "SERVER_REPO", "DockerServer", "data_image", "server_image"]
 
-_DIR = Path(__file__).resolve().parent / "docker"
+_DIR = resource_path(__package__, "docker")
 SERVER_REPO = "stateflow-mariadb"
 DATA_REPO = "stateflow-sql-data"
 _DATA_FORMAT = 1  # bump when the way dumps are loaded changes

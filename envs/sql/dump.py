@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envs.sql.sqltext import split_statements
+from stateflow.envs.sql.sqltext import split_statements
 
 __all__ = ["SYSTEM_SCHEMAS", "DumpError", "DumpPlan", "load_dump", "plan_dump", "read_dump"]
 

@@ -14,14 +14,14 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from envs.sql.mariadb_process import (
+from stateflow.envs.sql.mariadb_process import (
     MariadbBinaries,
     MariadbProcess,
     TemplateCache,
     find_binaries,
     sweep_stale_instances,
 )
-from envs.sql.server import Endpoint, SqlServer
+from stateflow.envs.sql.server import Endpoint, SqlServer
 
 __all__ = ["SHARED_EMBEDDED_POOL", "EmbeddedServer", "EmbeddedServerPool"]
 
@@ -158,4 +158,4 @@ class EmbeddedServerPool:
 
 
 SHARED_EMBEDDED_POOL = EmbeddedServerPool()
-"""The pool :func:`envs.sql.open_sql_env` uses by default (process-wide on purpose, see above)."""
+"""The pool :func:`stateflow.envs.sql.open_sql_env` uses by default (process-wide on purpose, see above)."""

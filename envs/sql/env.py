@@ -35,12 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import mysql.connector
-
-from envs.base import EnvironmentError_, Task
-from envs.sql.reward import sql_reward
-from envs.sql.server import ACCESS_DENIED, DatabaseScope, SqlServer, check_scope
-from envs.sql.sqltext import split_statements
-from envs.sql.tasks import SqlDataset
+from stateflow.envs.base import EnvironmentError_, Task
+from stateflow.envs.sql.reward import sql_reward
+from stateflow.envs.sql.server import ACCESS_DENIED, DatabaseScope, SqlServer, check_scope
+from stateflow.envs.sql.sqltext import split_statements
+from stateflow.envs.sql.tasks import SqlDataset
 
 __all__ = ["ERROR_PREFIX", "SqlEnv", "SqlLimits"]
 
@@ -127,10 +126,10 @@ class _Session:
 
 
 class SqlEnv:
-    """InterCode's SQL environment (implements :class:`envs.base.Environment`).
+    """InterCode's SQL environment (implements :class:`stateflow.envs.base.Environment`).
 
     Args:
-        dataset: tasks and dumps (see :func:`envs.sql.tasks.resolve_dataset`).
+        dataset: tasks and dumps (see :func:`stateflow.envs.sql.tasks.resolve_dataset`).
         server: a server holding the dataset's databases.
         limits: resource limits for agent statements.
         database_scope: ``"benchmark"`` (default, as upstream): the agent may read and ``USE``
@@ -143,7 +142,7 @@ class SqlEnv:
         ValueError: unknown ``database_scope``.
 
     Example:
-        >>> from envs.sql import open_sql_env
+        >>> from stateflow.envs.sql import open_sql_env
         >>> with open_sql_env("demo") as env:                        # doctest: +SKIP
         ...     env.reset(0)
         ...     env.step("SELECT count(*) FROM singer")

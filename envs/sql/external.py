@@ -1,7 +1,7 @@
 """An external server the user runs, reached by DSN.
 
 It loads the dataset's dumps when the databases are missing (data only: accounts and system
-schemas in the dump are skipped, see :mod:`envs.sql.dump`), and creates its per-database
+schemas in the dump are skipped, see :mod:`stateflow.envs.sql.dump`), and creates its per-database
 read-only accounts with a random name and password, dropped again by ``close``.
 """
 
@@ -12,10 +12,9 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import mysql.connector
-
-from envs.base import EnvironmentError_
-from envs.sql.dump import load_dump, read_dump
-from envs.sql.server import Endpoint, SqlServer, open_connection
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.sql.dump import load_dump, read_dump
+from stateflow.envs.sql.server import Endpoint, SqlServer, open_connection
 
 __all__ = ["DsnServer", "parse_dsn"]
 

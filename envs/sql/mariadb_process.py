@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import mysql.connector
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.sql.dump import load_dump, read_dump
+from stateflow.envs.sql.server import Endpoint, open_connection
 
-from envs.base import EnvironmentError_
-from envs.sql.dump import load_dump, read_dump
-from envs.sql.server import Endpoint, open_connection
 from stateflow.paths import cache_dir
 
 __all__ = [

@@ -12,7 +12,7 @@ reached, started and restarted; the safety machinery lives here so all share it:
   sessions of another environment or of its own gold query (an account may kill its own threads);
 * an admin connection (guarded by the server's lock) for account set-up, ``KILL QUERY`` and
   checksums; agent statements never run on it;
-* a :class:`~envs.sql.watchdog.QueryWatchdog`;
+* a :class:`~stateflow.envs.sql.watchdog.QueryWatchdog`;
 * ``recover``: after a connection error, restart the server if it died (embedded only) and
   bump ``generation`` so every environment reconnects.
 """
@@ -30,9 +30,8 @@ from typing import Any, Literal, get_args
 
 import mysql.connector
 from mysql.connector.constants import ClientFlag
-
-from envs.base import EnvironmentError_
-from envs.sql.watchdog import QueryWatchdog
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.sql.watchdog import QueryWatchdog
 
 __all__ = [
     "ACCESS_DENIED",

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envs.base import Task
-from envs.datasets import locate_intercode_dir
-from envs.sql.dump import read_dump
+from stateflow.envs.base import Task
+from stateflow.envs.datasets import locate_intercode_dir
+from stateflow.envs.sql.dump import read_dump
+
+from stateflow.paths import resource_path
 
 __all__ = [
     "DEMO_DIR",
@@ -27,7 +29,7 @@ __all__ = [
     "resolve_dataset",
 ]
 
-DEMO_DIR = Path(__file__).resolve().parent / "demo"
+DEMO_DIR = resource_path(__package__, "demo")
 NAMED_DATASETS = ("demo", "spider", "spider-test")
 _REQUIRED = ("query", "gold", "db")
 _SPIDER_DUMP = "ic_spider_dbs.sql"
@@ -129,13 +131,13 @@ def resolve_dataset(
     Args:
         dataset: "demo" (ships with the project), "spider" (1034 Spider-dev tasks),
             "spider-test" (23 tasks of ``sql_queries.csv``) or a path to a JSON/CSV task file.
-        data_dir: directory holding InterCode's ``sql/`` files (default: see envs.datasets).
+        data_dir: directory holding InterCode's ``sql/`` files (default: see stateflow.envs.datasets).
         dumps: SQL dumps creating the databases; default: the demo dump for "demo", the Spider
             dump otherwise (for a task file: the demo dump if it covers the file's databases).
 
     Raises:
         TaskFileError: unreadable tasks, or databases no dump creates.
-        envs.datasets.DataNotFoundError: Spider files requested but not found.
+        stateflow.envs.datasets.DataNotFoundError: Spider files requested but not found.
     """
     if dataset == "demo":
         tasks = load_task_file(DEMO_DIR / "demo_tasks.json")

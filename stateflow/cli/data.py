@@ -3,7 +3,7 @@
 * ``data locate``: where each SQL and Bash file is, whether it is present and intact (sha256);
   exits 1 when a selected file is missing or damaged (``--only sql`` checks just SQL).
 * ``data fetch``: download missing files from upstream's public repository (or a mirror given
-  with ``--base-url``), verify them and store them where ``envs.datasets`` looks.
+  with ``--base-url``), verify them and store them where ``stateflow.envs.datasets`` looks.
 
 The files stay outside the repository (they derive from Spider, CC BY-SA 4.0, and NL2Bash).
 """
@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from envs.datasets import candidate_dirs
+from stateflow.envs.datasets import candidate_dirs
 from stateflow.errors import StateFlowError
 
 __all__ = [
@@ -124,7 +124,7 @@ def _select(component: str) -> list[DataFile]:
 
 
 def default_fetch_dir() -> Path:
-    """Where ``fetch`` stores files by default (the last place ``envs.datasets`` looks)."""
+    """Where ``fetch`` stores files by default (the last place ``stateflow.envs.datasets`` looks)."""
     return candidate_dirs()[-1]
 
 

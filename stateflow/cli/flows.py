@@ -38,12 +38,12 @@ class GraphFormat(StrEnum):
 
 # Built-in flows by name -> "module:attribute" (imported only when asked for).
 BUILTIN_FLOWS: dict[str, str] = {
-    "intercode-sql": "tasks.intercode_sql:SQL_FLOW",
-    "intercode-sql-no-verify": "tasks.intercode_sql:SQL_NO_VERIFY",
-    "intercode-sql-no-error": "tasks.intercode_sql:SQL_NO_ERROR",
-    "intercode-sql-no-observe": "tasks.intercode_sql:SQL_NO_OBSERVE",
-    "intercode-sql-schema": "tasks.intercode_sql:SQL_SCHEMA",
-    "intercode-bash": "tasks.intercode_bash:BASH_FLOW",
+    "intercode-sql": "stateflow.tasks.intercode_sql:SQL_FLOW",
+    "intercode-sql-no-verify": "stateflow.tasks.intercode_sql:SQL_NO_VERIFY",
+    "intercode-sql-no-error": "stateflow.tasks.intercode_sql:SQL_NO_ERROR",
+    "intercode-sql-no-observe": "stateflow.tasks.intercode_sql:SQL_NO_OBSERVE",
+    "intercode-sql-schema": "stateflow.tasks.intercode_sql:SQL_SCHEMA",
+    "intercode-bash": "stateflow.tasks.intercode_bash:BASH_FLOW",
 }
 
 

@@ -112,7 +112,7 @@ def _register() -> None:
 
 def _is_environment_error(err: BaseException) -> bool:
     # Imported lazily: the CLI sits above the environments, the core below them.
-    from envs.base import EnvironmentError_
+    from stateflow.envs.base import EnvironmentError_
 
     return isinstance(err, EnvironmentError_)
 

@@ -76,7 +76,7 @@ def _executor(kind: Executor, address: str | None, models: ModelAssignment | Non
         if address:
             raise ConfigError("--ray-address needs --executor ray")
         return {}
-    from tasks.ray_executor import ray_executor_factory
+    from stateflow.tasks.ray_executor import ray_executor_factory
 
     return {"executor_factory": ray_executor_factory(address, models, num_cpus=cpus)}
 
@@ -88,8 +88,8 @@ def _table_console() -> Console:
 
 
 def _print_results(console: Console, records: list[dict], title: str) -> None:
-    from tasks.metrics import summarize
-    from tasks.report import metrics_table
+    from stateflow.tasks.metrics import summarize
+    from stateflow.tasks.report import metrics_table
 
     if records:
         console.print(metrics_table(summarize(records), title=title))
@@ -157,8 +157,8 @@ def register(app: typer.Typer) -> None:
         extended: Annotated[bool, typer.Option(help="pdoctor: start times, durations, time bounds")] = False,
     ) -> None:
         """Evaluate methods on an InterCode benchmark (or run any flow once on --task)."""
-        from tasks.methods import METHODS
-        from tasks.runner import BENCHMARKS, RunSpec, evaluate
+        from stateflow.tasks.methods import METHODS
+        from stateflow.tasks.runner import BENCHMARKS, RunSpec, evaluate
 
         console = Console(stderr=True)
         if list_methods:
@@ -174,7 +174,7 @@ def register(app: typer.Typer) -> None:
         if sql_database_scope is not None and target != "intercode-sql":
             raise ConfigError(f"--sql-database-scope applies to intercode-sql only, not {target}")
         if target == "pdoctor":
-            from tasks.pdoctor import dataset_label
+            from stateflow.tasks.pdoctor import dataset_label
 
             dataset = dataset_label(actions, sentences, n, seed, tries, extended, oracle=policy is Policy.ORACLE)
         if policy is Policy.LLM:
@@ -215,8 +215,8 @@ def register(app: typer.Typer) -> None:
         by_hardness: Annotated[bool, typer.Option(help="also print the table by hardness")] = False,
     ) -> None:
         """Print the paper-style table and write plots and an HTML report."""
-        from tasks.metrics import GROUP_KEYS, load_results, summarize
-        from tasks.report import metrics_table, write_report
+        from stateflow.tasks.metrics import GROUP_KEYS, load_results, summarize
+        from stateflow.tasks.report import metrics_table, write_report
 
         records = load_results(dirs)
         if not records:
@@ -226,7 +226,7 @@ def register(app: typer.Typer) -> None:
         if by_hardness:
             keys = (*GROUP_KEYS, "hardness")
             console.print(metrics_table(summarize(records, keys), keys, title="by hardness"))
-        from tasks.report_pdoctor import pdoctor_tables  # pdoctor: by number of actions and error class
+        from stateflow.tasks.report_pdoctor import pdoctor_tables  # pdoctor: by number of actions and error class
 
         for table in pdoctor_tables(records):
             console.print(table)
@@ -253,9 +253,9 @@ def register(app: typer.Typer) -> None:
         table's columns): the paper's flow rarely succeeds with a 1.5B model and takes several
         times longer. With any other model, or --flow paper, it runs the paper's flow.
         """
-        from tasks.metrics import summarize
-        from tasks.report import metrics_table, write_report
-        from tasks.runner import RunSpec, evaluate
+        from stateflow.tasks.metrics import summarize
+        from stateflow.tasks.report import metrics_table, write_report
+        from stateflow.tasks.runner import RunSpec, evaluate
 
         console = Console(stderr=True)
         assignment, label = _assignment(model or [], config)

@@ -51,7 +51,7 @@ def task_input(ctx: Context) -> str:
 
 
 def environment_step(spec: AgentSpec, make_action: Callable[[Mapping[str, str]], str]) -> EnvHandler:
-    """An env-input handler that executes an action in ``ctx.env`` (an ``envs.base.Environment``).
+    """An env-input handler that executes an action in ``ctx.env`` (an ``stateflow.envs.base.Environment``).
 
     Args:
         spec: the spec (its state texts delimit each state's content in model messages).

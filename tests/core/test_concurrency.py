@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from sf_agent import SFAgentView
+from stateflow.sf_agent import SFAgentView
+
 from stateflow import ModelProfile, run
 from stateflow.testing.fake_openai import FakeOpenAIServer
 from tests.core.helpers import plan_act_flow

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sf_agent import SFAgentView
+from stateflow.sf_agent import SFAgentView
+
 from stateflow import LLM, Flow, ModelProfile, Prompt, State, Transition, run
 from stateflow.backends.scripted import ScriptedLLM
 from tests.core.helpers import plan_act_flow, scripted

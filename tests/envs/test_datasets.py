@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
 
 
 def test_explicit_directory_never_falls_back(tmp_path):

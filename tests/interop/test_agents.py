@@ -6,8 +6,8 @@ import pytest
 from autogen import AssistantAgent, ConversableAgent
 from hypothesis import given
 from hypothesis import strategies as st
+from stateflow.sf_agent import SFAgentView
 
-from sf_agent import SFAgentView
 from stateflow import (
     LLM,
     AutoGenAgent,

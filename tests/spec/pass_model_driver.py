@@ -61,10 +61,11 @@ def scorer() -> dict:
 
 
 def pass_episode() -> dict:
+    from stateflow.tasks.runner import RunSpec, open_env
+    from stateflow.tasks.spec_agents import SpecAgentConfig, build_spec_agent
+
     import stateflow
     from stateflow.profiles import BUILTIN_PROFILES
-    from tasks.runner import RunSpec, open_env
-    from tasks.spec_agents import SpecAgentConfig, build_spec_agent
 
     profile = BUILTIN_PROFILES["local-small"]
     config = SpecAgentConfig("pass", "grammar", max_calls=12)

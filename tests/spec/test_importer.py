@@ -117,7 +117,7 @@ def test_unparseable_judge_answer_falls_back_visibly():
 
 
 def test_per_state_models_and_sf_agent_view():
-    from sf_agent import SFAgentView
+    from stateflow.sf_agent import SFAgentView
 
     a = ScriptedLLM(["thought", "Search.", "search", "q", "final-thought", "done"])
     b = ScriptedLLM(["Paris"])
@@ -190,7 +190,7 @@ def test_imported_flow_never_leaves_the_spec_whatever_the_model_says(replies):
 
 
 class _CountingEnv:
-    """A stand-in environment with the envs.base contract: counts executes, ends on submit."""
+    """A stand-in environment with the stateflow.envs.base contract: counts executes, ends on submit."""
 
     def __init__(self):
         self.actions = []

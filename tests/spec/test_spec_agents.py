@@ -5,15 +5,15 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from stateflow.tasks.methods import METHODS
+from stateflow.tasks.runner import RunSpec, evaluate, open_env
+from stateflow.tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, SpecAgentConfig, build_spec_agent
+from stateflow.tasks.spec_prompts import example_transcript
 
 import stateflow
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
 from stateflow.spec import check_example, library_spec
-from tasks.methods import METHODS
-from tasks.runner import RunSpec, evaluate, open_env
-from tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, SpecAgentConfig, build_spec_agent
-from tasks.spec_prompts import example_transcript
 
 PROFILE = ModelProfile(name="scripted-spec", model="s", provider="scripted", api_key_env=None)
 

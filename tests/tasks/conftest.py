@@ -6,8 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """An in-memory environment for runner tests that need no MariaDB or sandbox.
 
-It implements the :class:`envs.base.Environment` protocol: ``execute`` actions echo the command,
+It implements the :class:`stateflow.envs.base.Environment` protocol: ``execute`` actions echo the command,
 ``submit`` scores the task with a reward chosen per task (so tests can plant negative rewards),
 and ``delay_s`` slows every step down (to interrupt a run in the middle).
 """
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.base import Task
+from stateflow.envs.base import Task
 
 
 @dataclass

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from stateflow.tasks.intercode_sql import build_sql_flow
+from stateflow.tasks.methods import METHODS, build_method
 
 from stateflow import ModelProfile, run
 from stateflow.testing.fake_openai import FakeOpenAIServer
-from tasks.intercode_sql import build_sql_flow
-from tasks.methods import METHODS, build_method
 
 
 @pytest.fixture
 def sql_env(sql_available):
-    from envs.sql import open_sql_env
+    from stateflow.envs.sql import open_sql_env
 
     env = open_sql_env("demo")
     yield env

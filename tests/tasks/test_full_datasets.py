@@ -7,8 +7,8 @@ not caused by the gold itself would be a harness bug.
 from __future__ import annotations
 
 import pytest
+from stateflow.tasks.runner import RunSpec, evaluate
 
-from tasks.runner import RunSpec, evaluate
 from tests.tasks.test_runner import ORACLE_SPEC
 
 # Gold queries that fail on the server itself (docs/intercode.md): they cannot score 1.

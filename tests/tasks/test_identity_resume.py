@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from stateflow.tasks import runner
+from stateflow.tasks.identity import EpisodeIdentity
+from stateflow.tasks.metrics import load_results, summarize
+from stateflow.tasks.prompts import PROMPTS_DIR
+from stateflow.tasks.records import ResultsFile
+from stateflow.tasks.runner import MixedSettingsError, RunSpec, evaluate
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
-from tasks import runner
-from tasks.identity import EpisodeIdentity
-from tasks.metrics import load_results, summarize
-from tasks.prompts import PROMPTS_DIR
-from tasks.records import ResultsFile
-from tasks.runner import MixedSettingsError, RunSpec, evaluate
 from tests.tasks.fakes import FakeEnv
 
 ORACLE = {"models": ModelAssignment.of("local"), "models_label": "default=local", "oracle": True}

@@ -8,8 +8,7 @@ derived with the same clipping.
 from __future__ import annotations
 
 import pytest
-
-from tasks.metrics import setting_labels, summarize, tokens_by_state
+from stateflow.tasks.metrics import setting_labels, summarize, tokens_by_state
 
 
 def _r(

@@ -7,16 +7,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from envs.pdoctor import PDoctorEnv, SynthesisConfig
+from stateflow.envs.pdoctor import PDoctorEnv, SynthesisConfig
+from stateflow.tasks.methods import build_method
+from stateflow.tasks.pdoctor import (
+    dataset_label,
+    episode_error_class,
+    order_from_requirements,
+    parse_reply,
+    parse_requirements,
+)
+from stateflow.tasks.pdoctor_dissect import diagnose
+from stateflow.tasks.records import ResultsFile, latest_records
+from stateflow.tasks.report import write_report
+from stateflow.tasks.report_pdoctor import markdown, summarize_pdoctor
+from stateflow.tasks.runner import RunSpec, evaluate
+
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.scripted import ScriptedLLM
-from tasks.methods import build_method
-from tasks.pdoctor import dataset_label, episode_error_class, order_from_requirements, parse_reply, parse_requirements
-from tasks.pdoctor_dissect import diagnose
-from tasks.records import ResultsFile, latest_records
-from tasks.report import write_report
-from tasks.report_pdoctor import markdown, summarize_pdoctor
-from tasks.runner import RunSpec, evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = SynthesisConfig(n=6, actions=(3, 5), sentences=(2, 3), seed=3)
@@ -155,7 +162,8 @@ def test_parsers_and_the_topological_order():
 
 
 def test_dissection_with_a_real_flow_names_the_sentence_the_agent_misreads():
-    from envs.pdoctor.dissection import mutations
+    from stateflow.envs.pdoctor.dissection import mutations
+
     from tests.envs.pdoctor.helpers import before, hand_request, one
 
     request = hand_request(one(before(0, 1)), one(before(2, 3)))
@@ -188,7 +196,7 @@ def test_cli_validates_pdoctor_options():
 
 
 def test_the_planning_flow_schedules_extended_requests_from_correct_requirements():
-    from envs.pdoctor.grammar import clock
+    from stateflow.envs.pdoctor.grammar import clock
 
     env = PDoctorEnv(SynthesisConfig.from_label("n=3;actions=4:4;seed=2;extended"))
     flow, view = build_method("stateflow", "pdoctor")

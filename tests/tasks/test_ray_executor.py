@@ -27,12 +27,12 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="the Ray executor needs the 'ray' extra: pip install -e '.[ray]'")
 
 from ray.cluster_utils import Cluster  # noqa: E402
+from stateflow.tasks.executors import ThreadExecutor  # noqa: E402
+from stateflow.tasks.ray_executor import RayExecutor, ray_executor_factory  # noqa: E402
+from stateflow.tasks.runner import RunSpec, evaluate  # noqa: E402
 
 from stateflow import ModelAssignment, ModelProfile  # noqa: E402
 from stateflow.testing.fake_openai import FakeOpenAIServer  # noqa: E402
-from tasks.executors import ThreadExecutor  # noqa: E402
-from tasks.ray_executor import RayExecutor, ray_executor_factory  # noqa: E402
-from tasks.runner import RunSpec, evaluate  # noqa: E402
 
 ORACLE = {"models": ModelAssignment.of("local"), "models_label": "default=local", "oracle": True}
 # Golds whose output differs between two runs of the same command (see test_full_datasets.py).
@@ -106,7 +106,7 @@ def _fake_models(url: str) -> tuple[ModelAssignment, str]:
 
 
 def _demo_golds() -> dict[str, str]:
-    from envs.sql import open_sql_env
+    from stateflow.envs.sql import open_sql_env
 
     env = open_sql_env("demo")
     try:
@@ -229,7 +229,7 @@ def test_an_error_in_the_episode_code_propagates_like_threads(ray_cluster):
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    from envs.sql import open_sql_env
+    from stateflow.envs.sql import open_sql_env
 
     for executor in (ThreadExecutor(1, open_sql_env), RayExecutor(1, open_sql_env, num_cpus=0.5)):
         try:
@@ -255,11 +255,11 @@ def _endpoint_and_pid(env: Any, job: int) -> dict[str, Any]:
 @pytest.mark.local_model
 def test_embedded_model_is_served_once_per_node_and_shared_by_its_actors(ray_cluster, sql_available):
     import cloudpickle
+    from stateflow.tasks.ray_executor import local_models
 
     from stateflow.backends.local import runtime_available
     from stateflow.backends.local.catalog import model_spec
     from stateflow.backends.local.store import ModelStore
-    from tasks.ray_executor import local_models
 
     if runtime_available():
         pytest.skip(f"llama.cpp runtime absent ({runtime_available()}); run scripts/setup_local_llm.sh")
@@ -268,7 +268,7 @@ def test_embedded_model_is_served_once_per_node_and_shared_by_its_actors(ray_clu
     except Exception as err:
         pytest.skip(f"local-small model absent ({err}); run scripts/setup_local_llm.sh --models local-small")
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    from envs.sql import open_sql_env
+    from stateflow.envs.sql import open_sql_env
 
     models = local_models(ModelAssignment.of("local-small"))
     ex = RayExecutor(4, open_sql_env, models=models, num_cpus=0.5)
@@ -322,8 +322,7 @@ def _die_on_3(env: Any, job: int) -> dict[str, Any]:
 
 def test_an_episode_whose_worker_dies_twice_is_reported_after_every_other_one(ray_cluster):
     import cloudpickle
-
-    from tasks.ray_executor import EpisodesLostError
+    from stateflow.tasks.ray_executor import EpisodesLostError
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ex = RayExecutor(2, _NoEnv, num_cpus=0.5, max_retries=1)

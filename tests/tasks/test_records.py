@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from stateflow.tasks.records import ResultsFile, latest_records, record_key
 
 from stateflow import StateFlowError
-from tasks.records import ResultsFile, latest_records, record_key
 
 
 def _rec(i):

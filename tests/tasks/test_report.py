@@ -7,9 +7,9 @@ import subprocess
 import tempfile
 
 import pytest
+from stateflow.tasks.report import write_report
+from stateflow.tasks.runner import RunSpec, evaluate
 
-from tasks.report import write_report
-from tasks.runner import RunSpec, evaluate
 from tests.tasks.test_runner import ORACLE_SPEC
 
 CHROMIUM_FLAGS = [

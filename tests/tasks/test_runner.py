@@ -11,11 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
+from stateflow.tasks.methods import METHODS
+from stateflow.tasks.runner import RunSpec, TaskSelection, evaluate, select_tasks
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
-from tasks.methods import METHODS
-from tasks.runner import RunSpec, TaskSelection, evaluate, select_tasks
 
 ORACLE_SPEC = {"models": ModelAssignment.of("local"), "models_label": "default=local", "oracle": True}
 

@@ -8,11 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from envs.base import EnvironmentError_
-from envs.bash import BashEnv, SandboxLimits, open_bash_env
-from envs.bash.cgroups import CGROUP_ROOT
-from envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash import BashEnv, SandboxLimits, open_bash_env
+from stateflow.envs.bash.cgroups import CGROUP_ROOT
+from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
 
 # A short wall-clock limit keeps timeout and fork-bomb tests at a few seconds each; a small disk
 # keeps the "write a gigabyte" test quick.
@@ -21,8 +20,8 @@ FAST = SandboxLimits(timeout_s=3.0, cpu_seconds=5, disk_bytes=160 * 2**20, memor
 
 def _sandbox_problem() -> str | None:
     try:
-        from envs.bash.rootfs import locate_base_root
-        from envs.bash.sandbox import check_sandbox_support
+        from stateflow.envs.bash.rootfs import locate_base_root
+        from stateflow.envs.bash.sandbox import check_sandbox_support
 
         check_sandbox_support()
         locate_base_root()
@@ -37,7 +36,7 @@ needs_sandbox = pytest.mark.skipif(SANDBOX_PROBLEM is not None, reason=f"bash sa
 
 def _docker_problem() -> str | None:
     try:
-        from envs.bash.docker_backend import connect_docker
+        from stateflow.envs.bash.docker_backend import connect_docker
 
         connect_docker()
     except EnvironmentError_ as err:

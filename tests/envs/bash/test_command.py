@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from envs.bash.command import action_argv, cd_target, decode_output, hash_argv, simplify_path
+from stateflow.envs.bash.command import action_argv, cd_target, decode_output, hash_argv, simplify_path
 
 
 def test_compat_quoting_resplits_inner_double_quotes() -> None:

@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from envs.bash import BashEnv, open_bash_env
+from stateflow.envs.bash import BashEnv, open_bash_env
 
 from .conftest import FAST, leftovers, needs_sandbox
 
@@ -34,7 +33,7 @@ def _tree_digest(root: Path, limit: int = 4000) -> str:
 
 @pytest.fixture(scope="module")
 def hostile() -> Iterator[tuple[BashEnv, dict[str, str]]]:
-    from envs.bash.rootfs import locate_base_root
+    from stateflow.envs.bash.rootfs import locate_base_root
 
     base = locate_base_root().path
     env = open_bash_env("demo", limits=FAST)

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from envs.base import EnvironmentError_
-from envs.bash import BashEnv, open_bash_env
-from envs.bash.docker_backend import _context_tar
-from envs.bash.layers import GITIGNORE
-from envs.bash.tasks import demo_source
-from envs.docker_engine import SESSION_LABEL
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash import BashEnv, open_bash_env
+from stateflow.envs.bash.docker_backend import _context_tar
+from stateflow.envs.bash.layers import GITIGNORE
+from stateflow.envs.bash.tasks import demo_source
+from stateflow.envs.docker_engine import SESSION_LABEL
 
 from .conftest import DOCKER_PROBLEM, FAST, needs_shared_data
 from .test_containment import (  # noqa: F401 - collected here, run against the Docker fixture

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from envs.base import Environment, EnvironmentError_
-from envs.bash import BashEnv, open_bash_env
+from stateflow.envs.base import Environment, EnvironmentError_
+from stateflow.envs.bash import BashEnv, open_bash_env
 
 from .conftest import needs_sandbox
 
@@ -99,7 +98,7 @@ def test_timeout(fast_env: BashEnv) -> None:
 
 
 def test_default_timeout_is_upstreams_ten_seconds() -> None:
-    from envs.bash import SandboxLimits
+    from stateflow.envs.bash import SandboxLimits
 
     assert SandboxLimits().timeout_s == 10.0
 

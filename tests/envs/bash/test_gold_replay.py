@@ -9,8 +9,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
-from envs.bash import BashEnv, open_bash_env
+from stateflow.envs.bash import BashEnv, open_bash_env
 
 from .conftest import needs_sandbox, needs_shared_data
 

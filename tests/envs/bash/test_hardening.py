@@ -15,10 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from envs.bash import BashEnv, open_bash_env
-from envs.bash.rootfs import locate_base_root
-from envs.bash.sandbox import KEPT_CAPABILITIES, Sandbox
+from stateflow.envs.bash import BashEnv, open_bash_env
+from stateflow.envs.bash.rootfs import locate_base_root
+from stateflow.envs.bash.sandbox import KEPT_CAPABILITIES, Sandbox
 
 from .conftest import FAST, needs_sandbox
 
@@ -194,7 +193,7 @@ def test_the_kept_capabilities_still_work(env: BashEnv) -> None:
 
 
 def test_the_cli_prints_the_protection_in_force(box: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
-    from envs.bash.__main__ import main
+    from stateflow.envs.bash.__main__ import main
 
     assert main(["--protection"]) == 0
     assert capsys.readouterr().out.strip() == box.describe()

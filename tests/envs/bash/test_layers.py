@@ -5,9 +5,8 @@ from __future__ import annotations
 import tarfile
 
 import pytest
-
-from envs.base import EnvironmentError_
-from envs.bash.layers import _check_member
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.layers import _check_member
 
 
 def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:

@@ -8,7 +8,7 @@ import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
-from envs.bash import open_bash_env
+from stateflow.envs.bash import open_bash_env
 
 from .conftest import leftovers, needs_sandbox
 

@@ -12,11 +12,10 @@ import shlex
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from envs.bash import BashEnv
-from envs.bash.command import MAX_ACTION_BYTES, SHELL, ActionTooLong, action_argv
-from envs.bash.rootfs import locate_base_root
-from envs.bash.sandbox import Sandbox
+from stateflow.envs.bash import BashEnv
+from stateflow.envs.bash.command import MAX_ACTION_BYTES, SHELL, ActionTooLong, action_argv
+from stateflow.envs.bash.rootfs import locate_base_root
+from stateflow.envs.bash.sandbox import Sandbox
 
 from .conftest import needs_sandbox
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pytest
-
-from envs.bash import BashEnv
-from envs.bash.hosts import SandboxHost
-from envs.bash.layers import GITIGNORE, LayerStore
-from envs.bash.rootfs import locate_base_root
-from envs.bash.sandbox import CommandResult
-from envs.bash.tasks import load_bash_dataset
+from stateflow.envs.bash import BashEnv
+from stateflow.envs.bash.hosts import SandboxHost
+from stateflow.envs.bash.layers import GITIGNORE, LayerStore
+from stateflow.envs.bash.rootfs import locate_base_root
+from stateflow.envs.bash.sandbox import CommandResult
+from stateflow.envs.bash.tasks import load_bash_dataset
 
 from .conftest import FAST, bash_data_dir, needs_sandbox, needs_shared_data
 

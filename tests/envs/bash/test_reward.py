@@ -9,8 +9,7 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from envs.bash.reward import (
+from stateflow.envs.bash.reward import (
     answer_similarity,
     bash_reward,
     content_score,

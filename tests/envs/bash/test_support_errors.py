@@ -5,9 +5,8 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-
-from envs.base import EnvironmentError_
-from envs.bash import sandbox
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash import sandbox
 
 
 def test_missing_bwrap_names_the_setup_script(monkeypatch: pytest.MonkeyPatch) -> None:

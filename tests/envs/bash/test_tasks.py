@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from envs.base import EnvironmentError_
-from envs.bash import load_bash_dataset
-from envs.bash.rootfs import locate_base_root
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash import load_bash_dataset
+from stateflow.envs.bash.rootfs import locate_base_root
 
 from .conftest import bash_data_dir, needs_shared_data
 

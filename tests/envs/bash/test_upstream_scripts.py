@@ -1,7 +1,7 @@
 """File systems rebuilt from upstream's set-up scripts match the shipped tarballs.
 
 Needs the scripts on disk (no internet here): set STATEFLOW_INTERCODE_SCRIPTS to a directory with
-setup_nl2b_fs_1.sh .. fs_3.sh (envs.bash.upstream.download_upstream_scripts fetches them).
+setup_nl2b_fs_1.sh .. fs_3.sh (stateflow.envs.bash.upstream.download_upstream_scripts fetches them).
 """
 
 from __future__ import annotations
@@ -11,12 +11,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
-from envs.base import EnvironmentError_
-from envs.bash.layers import LayerStore
-from envs.bash.rootfs import locate_base_root
-from envs.bash.tasks import load_bash_dataset
-from envs.bash.upstream import script_sources
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.layers import LayerStore
+from stateflow.envs.bash.rootfs import locate_base_root
+from stateflow.envs.bash.tasks import load_bash_dataset
+from stateflow.envs.bash.upstream import script_sources
 
 from .conftest import needs_sandbox, needs_shared_data
 

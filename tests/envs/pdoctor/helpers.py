@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from envs.pdoctor import Clause, ClauseForm, Group, Order, Request, Sentence, TimeBound
-from envs.pdoctor.topics import tool_name
+from stateflow.envs.pdoctor import Clause, ClauseForm, Group, Order, Request, Sentence, TimeBound
+from stateflow.envs.pdoctor.topics import tool_name
 
 
 def order_ok(order: Sequence[int], orders: Sequence[Order]) -> bool:

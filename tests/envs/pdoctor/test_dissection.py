@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from envs.pdoctor import ClauseForm, SynthesisConfig, synthesize
-from envs.pdoctor.dissection import dissect, mutations
+from stateflow.envs.pdoctor import ClauseForm, SynthesisConfig, synthesize
+from stateflow.envs.pdoctor.dissection import dissect, mutations
 
 from .helpers import before, hand_request, one
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from envs.pdoctor import (
+from stateflow.envs.pdoctor import (
     ErrorClass,
     MockToolkit,
     PDoctorEnv,
@@ -18,8 +17,8 @@ from envs.pdoctor import (
     parse_call,
     synthesize,
 )
-from envs.pdoctor.oracle import Call
-from envs.pdoctor.request import Sentence
+from stateflow.envs.pdoctor.oracle import Call
+from stateflow.envs.pdoctor.request import Sentence
 
 from .helpers import before, hand_request, one, order_ok
 

@@ -12,12 +12,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from envs.pdoctor import Order, SynthesisConfig, TimeBound, synthesize
-from envs.pdoctor.grammar import CONNECTIVES, render_clause
-from envs.pdoctor.request import Clause, ClauseForm, Group, Relative
-from envs.pdoctor.solver import satisfiable, witness_order
-from envs.pdoctor.topics import TOPICS, tool_name
+from stateflow.envs.pdoctor import Order, SynthesisConfig, TimeBound, synthesize
+from stateflow.envs.pdoctor.grammar import CONNECTIVES, render_clause
+from stateflow.envs.pdoctor.request import Clause, ClauseForm, Group, Relative
+from stateflow.envs.pdoctor.solver import satisfiable, witness_order
+from stateflow.envs.pdoctor.topics import TOPICS, tool_name
 
 from .helpers import ACTIVITIES, asap_ok, brute_force_sat, order_ok
 
@@ -102,7 +101,7 @@ def test_same_seed_same_requests_in_any_access_order():
 def test_same_seed_same_requests_across_processes():
     """String seeding is independent of PYTHONHASHSEED: a fresh interpreter agrees."""
     code = (
-        "from envs.pdoctor import SynthesisConfig, synthesize\n"
+        "from stateflow.envs.pdoctor import SynthesisConfig, synthesize\n"
         "c = SynthesisConfig(n=5, seed=11, extended=True)\n"
         "print(repr([synthesize(c, i).text for i in range(5)]))"
     )

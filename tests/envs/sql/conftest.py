@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from envs.datasets import DataNotFoundError, locate_intercode_dir
-from envs.sql import EmbeddedServerPool, SqlLimits
+from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.envs.sql import EmbeddedServerPool, SqlLimits
 
 # Short limits so timeout and watchdog tests take about a second.
 FAST_LIMITS = SqlLimits(statement_timeout=1.0, watchdog_grace=0.5, max_rows=5_000, max_chars=500_000)

@@ -12,8 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-
-from envs.sql import ERROR_PREFIX, EmbeddedServerPool, SqlEnv, open_sql_env
+from stateflow.envs.sql import ERROR_PREFIX, EmbeddedServerPool, SqlEnv, open_sql_env
 
 from .conftest import FAST_LIMITS
 

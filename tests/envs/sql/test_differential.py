@@ -16,10 +16,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-
-from envs.base import Task
-from envs.sql import EmbeddedServerPool, SqlEnv, open_sql_env
-from envs.sql.server import open_connection
+from stateflow.envs.base import Task
+from stateflow.envs.sql import EmbeddedServerPool, SqlEnv, open_sql_env
+from stateflow.envs.sql.server import open_connection
 
 from .conftest import needs_mariadb, needs_spider
 from .upstream_reference import SharedConnectionEpisode
@@ -207,8 +206,9 @@ def test_spider_differential(
 
 
 def test_run_spec_and_cli_carry_the_scope(sql_pool: EmbeddedServerPool, tmp_path: Path) -> None:
+    from stateflow.tasks.runner import RunSpec, open_env
+
     from stateflow import ModelAssignment
-    from tasks.runner import RunSpec, open_env
 
     spec = RunSpec("intercode-sql", ("stateflow",), ModelAssignment.of("local"), "default=local", tmp_path)
     for scope in ("benchmark", "task"):

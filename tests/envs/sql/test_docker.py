@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from envs.base import EnvironmentError_
-from envs.docker_engine import OWNER_LABEL, SESSION_LABEL, connect_engine, owner_id, sweep_stale
-from envs.sql import SqlEnv, open_sql_env
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.docker_engine import OWNER_LABEL, SESSION_LABEL, connect_engine, owner_id, sweep_stale
+from stateflow.envs.sql import SqlEnv, open_sql_env
 
 from .conftest import FAST_LIMITS, needs_spider
 from .test_spider_replay import CORRUPT_GOLDS
@@ -104,8 +103,8 @@ def test_close_leaves_nothing(client: Any) -> None:
 
 _RUNNER = """
 import sys, time
-from envs.bash import open_bash_env
-from envs.sql import open_sql_env
+from stateflow.envs.bash import open_bash_env
+from stateflow.envs.sql import open_sql_env
 envs = [open_sql_env("demo", backend="docker")]
 if sys.argv[1] == "both":
     bash = open_bash_env("demo", backend="docker")
@@ -145,7 +144,7 @@ def test_kill_9_of_the_runner_leaves_nothing(client: Any) -> None:
 
 
 def test_stale_labels_are_swept_on_connect(client: Any) -> None:
-    from envs.sql.docker_server import server_image
+    from stateflow.envs.sql.docker_server import server_image
 
     dead = f"{owner_id().split('/')[0]}/999999999/0"  # no such pid: its owner is gone
     stale = client.containers.create(server_image(client), labels={OWNER_LABEL: dead}, network_mode="none")

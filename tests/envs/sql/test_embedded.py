@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from envs.base import EnvironmentError_
-from envs.sql import EmbeddedServerPool, SqlEnv, SqlLimits, open_sql_env
-from envs.sql.mariadb_process import sweep_stale_instances
+from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.sql import EmbeddedServerPool, SqlEnv, SqlLimits, open_sql_env
+from stateflow.envs.sql.mariadb_process import sweep_stale_instances
 
 from .conftest import FAST_LIMITS, needs_mariadb
 
@@ -124,7 +123,7 @@ def test_killed_owner_leaves_no_server_and_sweep_cleans_up(tmp_path: Path) -> No
         f"""
         import sys, time
         from pathlib import Path
-        from envs.sql import EmbeddedServerPool, open_sql_env
+        from stateflow.envs.sql import EmbeddedServerPool, open_sql_env
         env = open_sql_env("demo", pool=EmbeddedServerPool(run_root=Path({str(run_root)!r})))
         print(env.server.process.pid, env.server.process.instance_dir, flush=True)
         time.sleep(60)

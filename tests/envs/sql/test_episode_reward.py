@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from stateflow.envs.sql import EmbeddedServerPool, open_sql_env
+from stateflow.tasks.episode import EpisodeSpec, run_episode
+from stateflow.tasks.metrics import summarize
 
-from envs.sql import EmbeddedServerPool, open_sql_env
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
-from tasks.episode import EpisodeSpec, run_episode
-from tasks.metrics import summarize
 
 from .conftest import needs_mariadb
 

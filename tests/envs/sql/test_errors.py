@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from stateflow.envs.sql import ERROR_PREFIX, EmbeddedServerPool, SqlEnv, open_sql_env
+from stateflow.tasks.episode import EpisodeSpec, run_episode
 
-from envs.sql import ERROR_PREFIX, EmbeddedServerPool, SqlEnv, open_sql_env
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
-from tasks.episode import EpisodeSpec, run_episode
 
 from .conftest import FAST_LIMITS, needs_mariadb
 

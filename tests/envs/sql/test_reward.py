@@ -8,8 +8,7 @@ from decimal import Decimal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from envs.sql import sql_reward
+from stateflow.envs.sql import sql_reward
 
 rows = st.lists(st.tuples(st.integers(-3, 3)) | st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 2)))
 

@@ -14,8 +14,7 @@ import itertools
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from envs.sql import sql_reward
+from stateflow.envs.sql import sql_reward
 
 from .upstream_reference import exact_reward, upstream_reward
 

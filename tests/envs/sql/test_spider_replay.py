@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from envs.sql import EmbeddedServerPool, open_sql_env
+from stateflow.envs.sql import EmbeddedServerPool, open_sql_env
 
 from .conftest import needs_mariadb, needs_spider
 

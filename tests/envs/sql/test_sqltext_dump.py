@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from envs.sql.dump import DumpError, plan_dump, read_dump
-from envs.sql.sqltext import split_statements
-from envs.sql.tasks import DEMO_DIR
+from stateflow.envs.sql.dump import DumpError, plan_dump, read_dump
+from stateflow.envs.sql.sqltext import split_statements
+from stateflow.envs.sql.tasks import DEMO_DIR
 
 from .conftest import needs_spider, spider_dir
 

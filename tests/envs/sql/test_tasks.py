@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from envs.sql import TaskFileError, load_task_file, resolve_dataset
+from stateflow.envs.sql import TaskFileError, load_task_file, resolve_dataset
 
 from .conftest import needs_spider
 

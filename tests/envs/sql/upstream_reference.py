@@ -1,6 +1,6 @@
 """Independent references for the SQL tests: upstream InterCode's semantics, written for the tests.
 
-Two references, deliberately not sharing code with ``envs.sql``:
+Two references, deliberately not sharing code with ``stateflow.envs.sql``:
 
 * :func:`upstream_reward`: the reward as upstream computes it (multiset IoU, then Kendall tau-b
   from scipy over the shared rows, rounded only when tau is not NaN);
