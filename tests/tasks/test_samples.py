@@ -1,0 +1,72 @@
+"""The fixed development and held-out samples: deterministic, stratified, disjoint."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from stateflow.tasks.samples import SAMPLE_SIZES, sample_indices, stratified_sample
+
+labels_strategy = st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=300)
+
+
+@given(labels_strategy, st.data())
+def test_each_stratum_gets_its_share_within_one(labels: list[str], data: st.DataObject) -> None:
+    n = data.draw(st.integers(0, len(labels)))
+    chosen = stratified_sample(labels, n, "s")
+    assert len(chosen) == n == len(set(chosen))
+    assert chosen == sorted(chosen)
+    counts = Counter(labels[i] for i in chosen)
+    for label, size in Counter(labels).items():
+        assert abs(counts[label] - n * size / len(labels)) < 1
+
+
+def test_same_seed_same_sample_other_seed_other_sample() -> None:
+    labels = [random.Random(1).choice("xyz") for _ in range(500)]
+    assert stratified_sample(labels, 50, "one") == stratified_sample(labels, 50, "one")
+    assert stratified_sample(labels, 50, "one") != stratified_sample(labels, 50, "two")
+
+
+def test_largest_remainder_breaks_the_rounding() -> None:
+    # shares 2.5 / 2.5 / 5.0 of n=10 over 4/4/8 tasks would round to 2+2+5 = 9
+    labels = ["a"] * 4 + ["b"] * 4 + ["c"] * 8
+    counts = Counter(labels[i] for i in stratified_sample(labels, 10, "s"))
+    assert sum(counts.values()) == 10 and counts["c"] == 5 and {counts["a"], counts["b"]} == {2, 3}
+
+
+def test_excluded_tasks_are_never_chosen_and_too_many_is_an_error() -> None:
+    labels = ["a"] * 10 + ["b"] * 10
+    first = stratified_sample(labels, 10, "s")
+    second = stratified_sample(labels, 10, "t", exclude=frozenset(first))
+    assert not set(first) & set(second) and len(first) + len(second) == 20
+    with pytest.raises(ValueError, match="cannot sample 11 of 10"):
+        stratified_sample(labels, 11, "s", exclude=frozenset(first))
+
+
+def test_unknown_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown task sample 'test'"):
+        sample_indices("test", "spider", ["easy"] * 200)
+    with pytest.raises(ValueError, match="no fixed samples for dataset 'demo'"):
+        sample_indices("dev", "demo", ["easy"] * 200)
+
+
+@pytest.mark.shared_data
+def test_the_real_samples_match_the_datasets_mix() -> None:
+    from stateflow.envs.bash.tasks import load_bash_dataset
+    from stateflow.envs.sql.tasks import resolve_dataset
+
+    spider = [t.hardness for t in resolve_dataset("spider").tasks]
+    nl2bash = [t.context for t in load_bash_dataset("nl2bash").tasks]
+    for dataset, labels in (("spider", spider), ("nl2bash", nl2bash)):
+        dev = sample_indices("dev", dataset, labels).indices
+        held = sample_indices("heldout", dataset, labels).indices
+        assert len(dev) == len(held) == SAMPLE_SIZES[dataset]
+        assert not set(dev) & set(held)
+        assert dev == sample_indices("dev", dataset, labels).indices
+    dev_mix = Counter(spider[i] for i in sample_indices("dev", "spider", spider).indices)
+    assert dev_mix == {"easy": 24, "medium": 43, "hard": 17, "extra": 16}
+    bash_mix = Counter(nl2bash[i] for i in sample_indices("dev", "nl2bash", nl2bash).indices)
+    assert bash_mix == {"fs_1": 15, "fs_3": 15, "fs_2": 13, "fs_4": 7}
