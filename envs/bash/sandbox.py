@@ -15,9 +15,11 @@ Layout of one :class:`Sandbox`:
   down, so background jobs and daemons die with the step;
 * a cgroup (pids + memory) that every command joins, swept after every command.
 
-Host protection (see :class:`Protection` and envs/bash/README.md, "Threat model"): ``/proc`` is
-remounted read-only (bubblewrap 0.8 leaves ``/proc/sys`` writable, and as root sandbox uid 0 is
-host uid 0), ``/sys`` is not mounted, and every command keeps only :data:`KEPT_CAPABILITIES`.
+Host protection (see :class:`Protection` and envs/bash/README.md, "Threat model"): sandbox root
+is an unprivileged host uid (as root: :mod:`stateflow.envs.bash.idmap`, the spawner switches to
+the mapped uid before ``bwrap``; as non-root: the invoking user), ``/proc`` is remounted
+read-only (bubblewrap 0.8 leaves ``/proc/sys`` writable), ``/sys`` is not mounted, and every
+command keeps only :data:`KEPT_CAPABILITIES`.
 
 Reset = unmount and remount the tmpfs and overlay, done with mount(2) calls by the spawner
 (under a millisecond): the lower layers (base root and task file system) are never written.
@@ -49,6 +51,7 @@ from pathlib import Path
 
 from stateflow.envs.base import EnvironmentError_
 from stateflow.envs.bash.cgroups import SandboxCgroup, sweep_stale_cgroups
+from stateflow.envs.bash.idmap import IdMapping, sandbox_id_mapping
 from stateflow.envs.bash.spawner import Spawner
 
 __all__ = [
@@ -135,8 +138,10 @@ class Protection:
 
     Attributes:
         mode: ``"unprivileged-uid"`` when sandbox root is an unprivileged host user (non-root
-            runs: the invoking user), ``"dropped-capabilities"`` when sandbox root is host uid 0
-            with a reduced capability set (root runs; see envs/bash/README.md, "Threat model").
+            runs: the invoking user; root runs: the mapped uid of :mod:`stateflow.envs.bash.idmap`),
+            ``"dropped-capabilities"`` when sandbox root is host uid 0 with a reduced capability
+            set (root runs where the mapped uid cannot create user namespaces; see
+            envs/bash/README.md, "Threat model").
         host_uid: host uid that sandbox uid 0 is.
         capabilities: capabilities every sandboxed process keeps (in its own user namespace).
         proc_read_only: ``/proc`` (``/proc/sys``, ``/proc/sysrq-trigger``, ...) is mounted read-only.
@@ -207,6 +212,10 @@ class Sandbox:
         self.limits = limits or SandboxLimits()
         self.hostname = hostname
         self._rootless = os.geteuid() != 0
+        # As root: the host uid/gid every sandboxed command runs as (None: host root, see Protection)
+        self._mapping: IdMapping | None = sandbox_id_mapping()
+        if self._mapping is not None:
+            _check_lowers_owned(lowers, self._mapping.host_base)
         self._lock = threading.Lock()
         self._lowers = list(lowers)
         self._upper = upper
@@ -220,6 +229,8 @@ class Sandbox:
         self._rw = self._state / "rw"
         self._root.mkdir()
         self._rw.mkdir()
+        if self._mapping is not None:  # bwrap runs as the mapped uid and must reach <state>/root
+            os.chown(self._state, self._mapping.host_base, self._mapping.host_base)
         self._cgroup = (
             None
             if self._rootless
@@ -289,6 +300,8 @@ class Sandbox:
                 ["mkdir", str(upper_dir)],
                 ["mkdir", str(work_dir)],
             ]
+            if self._mapping is not None:  # the merged root directory takes the upper dir's owner
+                steps.append(["chown", str(upper_dir), self._mapping.host_base, self._mapping.host_base])
         opts = (
             f"lowerdir={lowers},upperdir={_escape_overlay_path(upper_dir)},workdir={_escape_overlay_path(work_dir)}"
             f"{extra}"
@@ -305,6 +318,8 @@ class Sandbox:
         for step in self._mount_steps():
             if step[0] == "mkdir":
                 script.append(f"mkdir {shlex.quote(step[1])}")
+            elif step[0] == "chown":
+                script.append(f"chown {step[2]}:{step[3]} {shlex.quote(step[1])}")
             else:
                 _, source, target, fstype, flags, data = step
                 opts = f"{data},nodev" if flags & _MS_NODEV else data
@@ -345,9 +360,10 @@ class Sandbox:
     @property
     def protection(self) -> Protection:
         """The protection in force for this sandbox's commands (see :class:`Protection`)."""
+        unprivileged = self._rootless or self._mapping is not None
         return Protection(
-            mode="unprivileged-uid" if self._rootless else "dropped-capabilities",
-            host_uid=os.getuid(),
+            mode="unprivileged-uid" if unprivileged else "dropped-capabilities",
+            host_uid=self._mapping.host_base if self._mapping is not None else os.getuid(),
             capabilities=KEPT_CAPABILITIES,
         )
 
@@ -428,8 +444,10 @@ class Sandbox:
     def _spawn(self, argv: list[str], output_fd: int) -> int:
         """Start ``argv`` through the spawner, replacing a spawner that died (e.g. OOM-killed) once."""
         assert self._spawner is not None
+        ids = None if self._mapping is None else (self._mapping.host_base, self._mapping.host_base)
+        request = {"env": {"PATH": _HOST_PATH}, "rlimits": self._rlimits(), "output_fd": output_fd, "ids": ids}
         try:
-            return self._spawner.spawn(argv, env={"PATH": _HOST_PATH}, rlimits=self._rlimits(), output_fd=output_fd)
+            return self._spawner.spawn(argv, **request)
         except EnvironmentError_:
             if self._spawner.proc.poll() is None:
                 raise
@@ -437,7 +455,7 @@ class Sandbox:
         self._parts.remove(self._spawner)
         self._spawner = self._start_spawner()
         self._parts.append(self._spawner)
-        return self._spawner.spawn(argv, env={"PATH": _HOST_PATH}, rlimits=self._rlimits(), output_fd=output_fd)
+        return self._spawner.spawn(argv, **request)
 
     def _collect(self, fd: int, pid: int, timeout: float) -> tuple[bytes, bool, bool, int]:
         """Read the merged output until it closes, then the exit status; kill at the deadline."""
@@ -510,6 +528,22 @@ def _check_exec_size(argv: list[str]) -> None:
         total += size + 1 + 8  # the string, its NUL, its pointer
     if total > os.sysconf("SC_ARG_MAX"):
         raise ValueError(f"the command's arguments take {total} bytes; execve allows {os.sysconf('SC_ARG_MAX')}")
+
+
+def _check_lowers_owned(lowers: Sequence[Path], host_uid: int) -> None:
+    """Refuse lower layers not shifted into the mapping: inside they would belong to nobody.
+
+    Raises:
+        EnvironmentError_: naming the layer and its owner.
+    """
+    for lower in lowers:
+        owner = os.stat(lower).st_uid
+        if owner != host_uid:
+            raise EnvironmentError_(
+                f"sandbox layer {lower} is owned by host uid {owner}, not by the sandbox's mapped root {host_uid}; "
+                "use locate_base_root() and LayerStore, which give layers shifted into the mapping "
+                "(stateflow.envs.bash.idmap)"
+            )
 
 
 def _sweep_stale_state_dirs() -> None:
