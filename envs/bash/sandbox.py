@@ -367,6 +367,15 @@ class Sandbox:
             capabilities=KEPT_CAPABILITIES,
         )
 
+    def writable_layer(self) -> Path:
+        """The directory holding what commands wrote (overlay upper), as a path the host can open.
+
+        The tmpfs lives in the keeper's private mount namespace, so the path goes through
+        ``/proc/<keeper pid>/root``. For inspection and tests (e.g. which host uid owns the files).
+        """
+        upper = self._upper if self._upper is not None else self._rw / "upper"
+        return Path(f"/proc/{self._keeper.pid}/root") / upper.relative_to("/")
+
     def describe(self) -> str:
         """One line saying which protection is in force (:meth:`Protection.describe`)."""
         return self.protection.describe()
@@ -405,8 +414,8 @@ class Sandbox:
             "bwrap",
             "--bind", str(self._root), "/",
             "--dev", "/dev",
-            # A fresh /proc, then read-only as a whole: bwrap 0.8 leaves /proc/sys writable, and as
-            # sandbox uid 0 is host uid 0 (root runs) its files (core_pattern, ...) are the host's.
+            # A fresh /proc, then read-only as a whole: bwrap 0.8 leaves /proc/sys writable (in the
+            # dropped-capabilities fallback sandbox uid 0 is host uid 0: core_pattern, ... are the host's).
             "--proc", "/proc", "--remount-ro", "/proc",
             "--unshare-user", "--uid", "0", "--gid", "0",
             "--cap-drop", "ALL", *(a for cap in KEPT_CAPABILITIES for a in ("--cap-add", cap)),
