@@ -38,7 +38,9 @@ __all__ = [
     "SANDBOX_ID_BASE",
     "SANDBOX_ID_COUNT",
     "IdMapping",
+    "MappingChoice",
     "check_range_free",
+    "choose_id_mapping",
     "sandbox_id_mapping",
     "shift_ownership",
 ]
@@ -76,19 +78,32 @@ class IdMapping:
         return self.host_base + inside
 
 
-def sandbox_id_mapping() -> IdMapping | None:
-    """The mapping sandboxes use here, or None when there is none.
+@dataclass(frozen=True)
+class MappingChoice:
+    """Whether sandboxes map their root to an unprivileged host uid here, and why (or why not).
 
-    None for non-root runs (sandbox root is then the invoking user, no mapping needed) and for
-    root runs where the mapped uid cannot create a user namespace (``user.max_user_namespaces``
-    = 0, an AppArmor/SELinux restriction): the sandbox then falls back to host uid 0 with
-    dropped capabilities and says so (:class:`stateflow.envs.bash.sandbox.Protection`).
+    Attributes:
+        mapping: the mapping in force, or None (non-root run, or the fallback to host root).
+        reason: one phrase for :class:`stateflow.envs.bash.sandbox.Protection` and the CLI.
+    """
+
+    mapping: IdMapping | None
+    reason: str
+
+
+def choose_id_mapping() -> MappingChoice:
+    """Decide the mapping for this process (a probe of ~2 ms as root; nothing as non-root).
+
+    No mapping for non-root runs (sandbox root is then the invoking user) and for root runs
+    where the mapped uid cannot create a user namespace (``user.max_user_namespaces`` = 0, an
+    AppArmor/SELinux restriction): the sandbox then falls back to host uid 0 with dropped
+    capabilities, and the reason says so.
 
     Raises:
         EnvironmentError_: as root, a local account or subordinate-id range overlaps the mapping.
     """
     if os.geteuid() != 0:
-        return None
+        return MappingChoice(None, "the invoking user (non-root run)")
     mapping = IdMapping(SANDBOX_ID_BASE, SANDBOX_ID_COUNT)
     check_range_free(mapping)
     probe = subprocess.run(
@@ -100,7 +115,16 @@ def sandbox_id_mapping() -> IdMapping | None:
         env={"PATH": _HOST_PATH},
         check=False,
     )
-    return mapping if probe.returncode == 0 else None
+    end = mapping.host_base + mapping.count - 1
+    if probe.returncode == 0:
+        return MappingChoice(mapping, f"mapped ids {mapping.host_base}..{end}, which own the sandbox's layers")
+    error = probe.stderr.decode(errors="replace").strip() or f"exit {probe.returncode}"
+    return MappingChoice(None, f"host root: uid {mapping.host_base} cannot create a user namespace ({error})")
+
+
+def sandbox_id_mapping() -> IdMapping | None:
+    """The mapping sandboxes use here, or None (:func:`choose_id_mapping`)."""
+    return choose_id_mapping().mapping
 
 
 def _ranges(path: Path, *, subordinate: bool) -> list[tuple[str, int, int]]:

@@ -51,7 +51,7 @@ from pathlib import Path
 
 from stateflow.envs.base import EnvironmentError_
 from stateflow.envs.bash.cgroups import SandboxCgroup, sweep_stale_cgroups
-from stateflow.envs.bash.idmap import IdMapping, sandbox_id_mapping
+from stateflow.envs.bash.idmap import choose_id_mapping
 from stateflow.envs.bash.spawner import Spawner
 
 __all__ = [
@@ -143,6 +143,7 @@ class Protection:
             set (root runs where the mapped uid cannot create user namespaces; see
             envs/bash/README.md, "Threat model").
         host_uid: host uid that sandbox uid 0 is.
+        host_uid_reason: who that uid is, or why sandbox root is host root (the fallback).
         capabilities: capabilities every sandboxed process keeps (in its own user namespace).
         proc_read_only: ``/proc`` (``/proc/sys``, ``/proc/sysrq-trigger``, ...) is mounted read-only.
         sys_mounted: whether ``/sys`` is mounted at all (never: the directory is empty).
@@ -151,15 +152,17 @@ class Protection:
     mode: str
     host_uid: int
     capabilities: tuple[str, ...]
+    host_uid_reason: str = ""
     proc_read_only: bool = True
     sys_mounted: bool = False
 
     def describe(self) -> str:
-        """One line for logs and ``env info``, e.g. ``dropped-capabilities (sandbox root = host uid 0; ...)``."""
+        """One line for logs and the CLI, e.g. ``unprivileged-uid (sandbox root = host uid 1879048192: ...)``."""
         caps = ", ".join(c.removeprefix("CAP_").lower() for c in self.capabilities)
         proc = "/proc read-only" if self.proc_read_only else "/proc writable"
         sys = "/sys mounted" if self.sys_mounted else "no /sys"
-        return f"{self.mode} (sandbox root = host uid {self.host_uid}; {proc}; {sys}; capabilities: {caps})"
+        why = f": {self.host_uid_reason}" if self.host_uid_reason else ""
+        return f"{self.mode} (sandbox root = host uid {self.host_uid}{why}; {proc}; {sys}; capabilities: {caps})"
 
 
 def check_sandbox_support() -> None:
@@ -213,7 +216,8 @@ class Sandbox:
         self.hostname = hostname
         self._rootless = os.geteuid() != 0
         # As root: the host uid/gid every sandboxed command runs as (None: host root, see Protection)
-        self._mapping: IdMapping | None = sandbox_id_mapping()
+        self._mapping_choice = choose_id_mapping()
+        self._mapping = self._mapping_choice.mapping
         if self._mapping is not None:
             _check_lowers_owned(lowers, self._mapping.host_base)
         self._lock = threading.Lock()
@@ -365,6 +369,7 @@ class Sandbox:
             mode="unprivileged-uid" if unprivileged else "dropped-capabilities",
             host_uid=self._mapping.host_base if self._mapping is not None else os.getuid(),
             capabilities=KEPT_CAPABILITIES,
+            host_uid_reason=self._mapping_choice.reason,
         )
 
     def writable_layer(self) -> Path:

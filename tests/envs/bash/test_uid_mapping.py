@@ -158,3 +158,22 @@ def test_a_mapping_overlapping_an_account_or_subordinate_range_is_refused(tmp_pa
     (tmp_path / "passwd").write_text("svc:x:250000:250000::/:/bin/sh\n")
     with pytest.raises(EnvironmentError_, match=r"'svc' owns ids 250000\.\.250000"):
         check_range_free(IdMapping(200_000, 65_536), tmp_path)
+
+
+def test_without_a_mapping_root_runs_fall_back_to_dropped_capabilities_and_say_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fallback (the mapped uid cannot create user namespaces): host uid 0, reduced capabilities."""
+    if os.geteuid() != 0:
+        pytest.skip("the fallback exists for root runs only")
+    import stateflow.envs.bash.sandbox as sandbox_module
+    from stateflow.envs.bash.idmap import MappingChoice
+    from stateflow.envs.bash.rootfs import _locate_original
+
+    reason = "host root: uid 1879048192 cannot create a user namespace (simulated)"
+    monkeypatch.setattr(sandbox_module, "choose_id_mapping", lambda: MappingChoice(None, reason))
+    with Sandbox([_locate_original(None).path], limits=FAST) as fallback:
+        assert fallback.protection.mode == "dropped-capabilities" and fallback.protection.host_uid == 0
+        assert reason in fallback.describe()
+        out = fallback.run(["/bin/sh", "-c", "cat /proc/self/uid_map; stat -c %U /etc/passwd"]).output.split()
+        assert out[:3] == [b"0", b"0", b"1"] and out[3] == b"root"
