@@ -233,8 +233,11 @@ class Sandbox:
         self._rw = self._state / "rw"
         self._root.mkdir()
         self._rw.mkdir()
-        if self._mapping is not None:  # bwrap runs as the mapped uid and must reach <state>/root
-            os.chown(self._state, self._mapping.host_base, self._mapping.host_base)
+        if self._mapping is not None:
+            # bwrap runs as the mapped uid and must reach <state>/root: search permission only (the
+            # dirs stay host root's, so that uid can never swap the paths the spawner mounts on;
+            # in the host's mount namespace <state>/root is an empty directory anyway)
+            self._state.chmod(0o711)
         self._cgroup = (
             None
             if self._rootless
