@@ -51,7 +51,7 @@ from pathlib import Path
 
 from stateflow.envs.base import EnvironmentError_
 from stateflow.envs.bash.cgroups import SandboxCgroup, sweep_stale_cgroups
-from stateflow.envs.bash.idmap import choose_id_mapping
+from stateflow.envs.bash.idmap import MappingChoice, choose_id_mapping
 from stateflow.envs.bash.spawner import Spawner
 
 __all__ = [
@@ -198,6 +198,9 @@ class Sandbox:
         upper: build mode: write into this on-disk directory instead of a tmpfs (used once to
             build a task file-system layer; :meth:`reset` is then not allowed).
         hostname: the sandbox's host name.
+        ids: as root, the host ids sandbox root runs as; default :func:`~stateflow.envs.bash.idmap.choose_id_mapping`
+            (``MappingChoice(None, reason)`` = host root with dropped capabilities, the fallback;
+            ignored by non-root runs, whose sandbox root is always the invoking user).
 
     Not thread-safe by design beyond a lock that serialises calls: one sandbox per episode
     owner. Several sandboxes may run concurrently in one process.
@@ -210,13 +213,14 @@ class Sandbox:
         limits: SandboxLimits | None = None,
         upper: Path | None = None,
         hostname: str = "sandbox",
+        ids: MappingChoice | None = None,
     ) -> None:
         check_sandbox_support()
         self.limits = limits or SandboxLimits()
         self.hostname = hostname
         self._rootless = os.geteuid() != 0
         # As root: the host uid/gid every sandboxed command runs as (None: host root, see Protection)
-        self._mapping_choice = choose_id_mapping()
+        self._mapping_choice = choose_id_mapping() if ids is None or self._rootless else ids
         self._mapping = self._mapping_choice.mapping
         if self._mapping is not None:
             _check_lowers_owned(lowers, self._mapping.host_base)

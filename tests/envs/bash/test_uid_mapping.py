@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from stateflow.envs.base import EnvironmentError_
-from stateflow.envs.bash.idmap import IdMapping, check_range_free, sandbox_id_mapping, shift_ownership
+from stateflow.envs.bash.idmap import IdMapping, MappingChoice, check_range_free, sandbox_id_mapping, shift_ownership
 from stateflow.envs.bash.rootfs import locate_base_root
 from stateflow.envs.bash.sandbox import Sandbox
 
@@ -67,8 +67,10 @@ def test_the_sandboxed_process_is_not_host_root_seen_from_the_host(box: Sandbox)
     for ids in seen:
         # real, effective, saved and filesystem ids alike: nothing of host root is left
         assert ids["Uid"] == [expected] * 4 and ids["Gid"] == [expected] * 4, ids
+    assert f"sandbox root = host uid {expected}:" in box.describe()  # what --protection prints
     if os.geteuid() == 0 and sandbox_id_mapping() is not None:
         assert expected != 0 and box.protection.mode == "unprivileged-uid"
+        assert "mapped ids 1879048192..1879113727" in box.describe()
 
 
 def test_files_the_agent_writes_belong_to_the_unprivileged_uid_on_the_host(box: Sandbox) -> None:
@@ -160,19 +162,15 @@ def test_a_mapping_overlapping_an_account_or_subordinate_range_is_refused(tmp_pa
         check_range_free(IdMapping(200_000, 65_536), tmp_path)
 
 
-def test_without_a_mapping_root_runs_fall_back_to_dropped_capabilities_and_say_why(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_without_a_mapping_root_runs_fall_back_to_dropped_capabilities_and_say_why() -> None:
     """The fallback (the mapped uid cannot create user namespaces): host uid 0, reduced capabilities."""
     if os.geteuid() != 0:
         pytest.skip("the fallback exists for root runs only")
-    import stateflow.envs.bash.sandbox as sandbox_module
-    from stateflow.envs.bash.idmap import MappingChoice
-    from stateflow.envs.bash.rootfs import _locate_original
+    from stateflow.envs.bash.rootfs import build_base_root
 
     reason = "host root: uid 1879048192 cannot create a user namespace (simulated)"
-    monkeypatch.setattr(sandbox_module, "choose_id_mapping", lambda: MappingChoice(None, reason))
-    with Sandbox([_locate_original(None).path], limits=FAST) as fallback:
+    # build_base_root() returns the cached, unshifted original (what the fallback runs on)
+    with Sandbox([build_base_root(quiet=True).path], limits=FAST, ids=MappingChoice(None, reason)) as fallback:
         assert fallback.protection.mode == "dropped-capabilities" and fallback.protection.host_uid == 0
         assert reason in fallback.describe()
         out = fallback.run(["/bin/sh", "-c", "cat /proc/self/uid_map; stat -c %U /etc/passwd"]).output.split()
