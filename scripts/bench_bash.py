@@ -11,6 +11,7 @@ Usage: .venv/bin/python scripts/bench_bash.py [--n 50] [--dataset nl2bash] [--wo
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -22,6 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stateflow.envs.bash import BashEnv, open_bash_env
+from stateflow.envs.bash.idmap import MappingChoice, sandbox_id_mapping
+from stateflow.envs.bash.rootfs import build_base_root, locate_base_root
+from stateflow.envs.bash.sandbox import Sandbox
 
 
 def timed(fn: Callable[[], object], n: int) -> list[float]:
@@ -54,6 +58,31 @@ def replay(dataset: str, data_dir: str | None, indices: list[int]) -> list[tuple
     return out
 
 
+def uid_ab(n: int) -> None:
+    """As root: sandbox root as the mapped unprivileged uid vs as host root (the fallback), interleaved.
+
+    Both sandboxes run on the same base root content (shifted copy vs original) in one process,
+    alternating command by command, so the ratio is not skewed by load changing between runs.
+    """
+    if os.geteuid() != 0 or sandbox_id_mapping() is None:
+        print("\n(no mapped-uid vs host-root comparison: needs root and a usable id mapping)")
+        return
+    print(f"\n== sandbox root: mapped uid vs host root (fallback), interleaved, n={n} ==")
+    fallback = MappingChoice(None, "host root (benchmark baseline)")
+    with (
+        Sandbox([locate_base_root().path]) as mapped,
+        Sandbox([build_base_root(quiet=True).path], ids=fallback) as host_root,
+    ):
+        times: dict[str, list[float]] = {"mapped uid": [], "host root": []}
+        for _ in range(n):
+            for name, box in (("mapped uid", mapped), ("host root", host_root)):
+                times[name] += timed(lambda box=box: box.run(["/bin/sh", "-c", "echo hi"]), 1)
+        for name, ms in times.items():
+            show(f"run('echo hi') as {name}", ms)
+        ratio = statistics.median(times["mapped uid"]) / statistics.median(times["host root"])
+        print(f"ratio mapped / host root (medians): {ratio:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=50, help="repetitions per latency measurement")
@@ -81,6 +110,7 @@ def main() -> int:
             timed(lambda: (env.reset(8), env.step(env.task(8).gold), env.step("submit")), max(5, args.n // 5)),
         )
 
+    uid_ab(args.n)
     if args.dataset == "none":
         return 0
     with open_bash_env(args.dataset, data_dir=args.data) as probe:

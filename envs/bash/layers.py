@@ -9,7 +9,10 @@ kind of paths as upstream's containers. The commit runs *inside* a build-mode sa
 writable layer is the new layer directory, so git sees the real merged root.
 
 Layers are cached on disk under ``~/.cache/stateflow/bash-fs/<root key>/<fs>-<content hash>``,
-built in a staging directory and renamed into place (safe with concurrent builders).
+built in a staging directory and renamed into place (safe with concurrent builders). As root,
+the unpacked files are shifted into the sandbox's id mapping before the build sandbox runs
+(:mod:`stateflow.envs.bash.idmap`; the root key of a shifted base root names the mapping, so
+shifted and unshifted layers never share a directory).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.idmap import sandbox_id_mapping, shift_ownership
 from stateflow.envs.bash.rootfs import BaseRoot, cache_home
 from stateflow.envs.bash.sandbox import Sandbox, SandboxLimits
 
@@ -128,6 +132,9 @@ class LayerStore:
             layer.mkdir()
             self._populate(layer, source)
             (layer / ".gitignore").write_text(GITIGNORE)
+            mapping = sandbox_id_mapping()
+            if mapping is not None:  # sandbox root is an unprivileged host uid: the layer must be its
+                shift_ownership(layer, mapping)
             build = Sandbox([self.base.path], upper=layer, limits=SandboxLimits(timeout_s=120))
             try:
                 if source.script is not None:

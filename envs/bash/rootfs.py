@@ -18,6 +18,11 @@ it; as root or, via ``mmdebstrap --mode=unshare``, as a user with user namespace
 use is a directory lookup.
 
 Run ``python -m stateflow.envs.bash --build-root`` to build (``--print-root`` shows the path).
+
+As root, sandboxes run as an unprivileged host uid (:mod:`stateflow.envs.bash.idmap`), so
+:func:`locate_base_root` returns a copy of the root whose owners are shifted into that range,
+made once (~5 s, ~300 MB) next to the original, keyed by the original's key and the mapping.
+:func:`build_base_root` (and the Docker backend, which imports it) keeps the original.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import tempfile
 from pathlib import Path
 
 from stateflow.envs.base import EnvironmentError_
+from stateflow.envs.bash.idmap import IdMapping, sandbox_id_mapping, shift_ownership
 
 from stateflow.paths import cache_dir
 
@@ -107,11 +113,21 @@ def _root_dir(key: str) -> Path:
 
 
 def locate_base_root(explicit: str | os.PathLike[str] | None = None) -> BaseRoot:
-    """Return the cached base root (or ``explicit`` / ``$STATEFLOW_BASH_ROOT`` if given).
+    """Return the base root sandboxes run on here (``explicit`` / ``$STATEFLOW_BASH_ROOT`` if given).
+
+    When sandboxes map their root to an unprivileged host uid (root runs, see
+    :func:`~stateflow.envs.bash.idmap.sandbox_id_mapping`) this is the ownership-shifted copy of
+    the root, made on first use.
 
     Raises:
         EnvironmentError_: no usable root; the message names the set-up command.
     """
+    root = _locate_original(explicit)
+    mapping = sandbox_id_mapping()
+    return root if mapping is None else _shifted(root, mapping)
+
+
+def _locate_original(explicit: str | os.PathLike[str] | None) -> BaseRoot:
     chosen = explicit or os.environ.get("STATEFLOW_BASH_ROOT")
     if chosen:
         path = Path(chosen).expanduser().resolve()
@@ -127,6 +143,35 @@ def locate_base_root(explicit: str | os.PathLike[str] | None = None) -> BaseRoot
             "or use backend='docker' where a Docker engine is available."
         )
     return BaseRoot(root / "rootfs", key)
+
+
+def _shifted(root: BaseRoot, mapping: IdMapping) -> BaseRoot:
+    """The copy of ``root`` owned by the mapped id range, made once (staging dir, then rename)."""
+    key = f"{root.key}-{mapping.key}"
+    final = _root_dir(key)
+    if (final / "ready").exists():
+        return BaseRoot(final / "rootfs", key)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+    try:
+        copy = subprocess.run(
+            ["cp", "-a", "--", str(root.path), str(staging / "rootfs")], capture_output=True, check=False
+        )
+        if copy.returncode != 0:
+            raise EnvironmentError_(
+                f"copying the bash base root {root.path} for the sandbox's id mapping failed: "
+                + copy.stderr.decode(errors="replace")[-1000:]
+            )
+        shift_ownership(staging / "rootfs", mapping)
+        (staging / "ready").write_text(json.dumps({"original": str(root.path), "mapping": mapping.key}) + "\n")
+        try:
+            staging.rename(final)
+        except OSError:  # a concurrent process finished first: keep theirs
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return BaseRoot(final / "rootfs", key)
 
 
 def build_base_root(*, mirror: str | None = None, quiet: bool = False) -> BaseRoot:

@@ -15,9 +15,11 @@ Layout of one :class:`Sandbox`:
   down, so background jobs and daemons die with the step;
 * a cgroup (pids + memory) that every command joins, swept after every command.
 
-Host protection (see :class:`Protection` and envs/bash/README.md, "Threat model"): ``/proc`` is
-remounted read-only (bubblewrap 0.8 leaves ``/proc/sys`` writable, and as root sandbox uid 0 is
-host uid 0), ``/sys`` is not mounted, and every command keeps only :data:`KEPT_CAPABILITIES`.
+Host protection (see :class:`Protection` and envs/bash/README.md, "Threat model"): sandbox root
+is an unprivileged host uid (as root: :mod:`stateflow.envs.bash.idmap`, the spawner switches to
+the mapped uid before ``bwrap``; as non-root: the invoking user), ``/proc`` is remounted
+read-only (bubblewrap 0.8 leaves ``/proc/sys`` writable), ``/sys`` is not mounted, and every
+command keeps only :data:`KEPT_CAPABILITIES`.
 
 Reset = unmount and remount the tmpfs and overlay, done with mount(2) calls by the spawner
 (under a millisecond): the lower layers (base root and task file system) are never written.
@@ -49,6 +51,7 @@ from pathlib import Path
 
 from stateflow.envs.base import EnvironmentError_
 from stateflow.envs.bash.cgroups import SandboxCgroup, sweep_stale_cgroups
+from stateflow.envs.bash.idmap import MappingChoice, choose_id_mapping
 from stateflow.envs.bash.spawner import Spawner
 
 __all__ = [
@@ -135,9 +138,12 @@ class Protection:
 
     Attributes:
         mode: ``"unprivileged-uid"`` when sandbox root is an unprivileged host user (non-root
-            runs: the invoking user), ``"dropped-capabilities"`` when sandbox root is host uid 0
-            with a reduced capability set (root runs; see envs/bash/README.md, "Threat model").
+            runs: the invoking user; root runs: the mapped uid of :mod:`stateflow.envs.bash.idmap`),
+            ``"dropped-capabilities"`` when sandbox root is host uid 0 with a reduced capability
+            set (root runs where the mapped uid cannot create user namespaces; see
+            envs/bash/README.md, "Threat model").
         host_uid: host uid that sandbox uid 0 is.
+        host_uid_reason: who that uid is, or why sandbox root is host root (the fallback).
         capabilities: capabilities every sandboxed process keeps (in its own user namespace).
         proc_read_only: ``/proc`` (``/proc/sys``, ``/proc/sysrq-trigger``, ...) is mounted read-only.
         sys_mounted: whether ``/sys`` is mounted at all (never: the directory is empty).
@@ -146,15 +152,17 @@ class Protection:
     mode: str
     host_uid: int
     capabilities: tuple[str, ...]
+    host_uid_reason: str = ""
     proc_read_only: bool = True
     sys_mounted: bool = False
 
     def describe(self) -> str:
-        """One line for logs and ``env info``, e.g. ``dropped-capabilities (sandbox root = host uid 0; ...)``."""
+        """One line for logs and the CLI, e.g. ``unprivileged-uid (sandbox root = host uid 1879048192: ...)``."""
         caps = ", ".join(c.removeprefix("CAP_").lower() for c in self.capabilities)
         proc = "/proc read-only" if self.proc_read_only else "/proc writable"
         sys = "/sys mounted" if self.sys_mounted else "no /sys"
-        return f"{self.mode} (sandbox root = host uid {self.host_uid}; {proc}; {sys}; capabilities: {caps})"
+        why = f": {self.host_uid_reason}" if self.host_uid_reason else ""
+        return f"{self.mode} (sandbox root = host uid {self.host_uid}{why}; {proc}; {sys}; capabilities: {caps})"
 
 
 def check_sandbox_support() -> None:
@@ -190,6 +198,9 @@ class Sandbox:
         upper: build mode: write into this on-disk directory instead of a tmpfs (used once to
             build a task file-system layer; :meth:`reset` is then not allowed).
         hostname: the sandbox's host name.
+        ids: as root, the host ids sandbox root runs as; default :func:`~stateflow.envs.bash.idmap.choose_id_mapping`
+            (``MappingChoice(None, reason)`` = host root with dropped capabilities, the fallback;
+            ignored by non-root runs, whose sandbox root is always the invoking user).
 
     Not thread-safe by design beyond a lock that serialises calls: one sandbox per episode
     owner. Several sandboxes may run concurrently in one process.
@@ -202,11 +213,17 @@ class Sandbox:
         limits: SandboxLimits | None = None,
         upper: Path | None = None,
         hostname: str = "sandbox",
+        ids: MappingChoice | None = None,
     ) -> None:
         check_sandbox_support()
         self.limits = limits or SandboxLimits()
         self.hostname = hostname
         self._rootless = os.geteuid() != 0
+        # As root: the host uid/gid every sandboxed command runs as (None: host root, see Protection)
+        self._mapping_choice = choose_id_mapping() if ids is None or self._rootless else ids
+        self._mapping = self._mapping_choice.mapping
+        if self._mapping is not None:
+            _check_lowers_owned(lowers, self._mapping.host_base)
         self._lock = threading.Lock()
         self._lowers = list(lowers)
         self._upper = upper
@@ -220,6 +237,11 @@ class Sandbox:
         self._rw = self._state / "rw"
         self._root.mkdir()
         self._rw.mkdir()
+        if self._mapping is not None:
+            # bwrap runs as the mapped uid and must reach <state>/root: search permission only (the
+            # dirs stay host root's, so that uid can never swap the paths the spawner mounts on;
+            # in the host's mount namespace <state>/root is an empty directory anyway)
+            self._state.chmod(0o711)
         self._cgroup = (
             None
             if self._rootless
@@ -289,6 +311,8 @@ class Sandbox:
                 ["mkdir", str(upper_dir)],
                 ["mkdir", str(work_dir)],
             ]
+            if self._mapping is not None:  # the merged root directory takes the upper dir's owner
+                steps.append(["chown", str(upper_dir), self._mapping.host_base, self._mapping.host_base])
         opts = (
             f"lowerdir={lowers},upperdir={_escape_overlay_path(upper_dir)},workdir={_escape_overlay_path(work_dir)}"
             f"{extra}"
@@ -305,6 +329,8 @@ class Sandbox:
         for step in self._mount_steps():
             if step[0] == "mkdir":
                 script.append(f"mkdir {shlex.quote(step[1])}")
+            elif step[0] == "chown":
+                script.append(f"chown {step[2]}:{step[3]} {shlex.quote(step[1])}")
             else:
                 _, source, target, fstype, flags, data = step
                 opts = f"{data},nodev" if flags & _MS_NODEV else data
@@ -345,11 +371,22 @@ class Sandbox:
     @property
     def protection(self) -> Protection:
         """The protection in force for this sandbox's commands (see :class:`Protection`)."""
+        unprivileged = self._rootless or self._mapping is not None
         return Protection(
-            mode="unprivileged-uid" if self._rootless else "dropped-capabilities",
-            host_uid=os.getuid(),
+            mode="unprivileged-uid" if unprivileged else "dropped-capabilities",
+            host_uid=self._mapping.host_base if self._mapping is not None else os.getuid(),
             capabilities=KEPT_CAPABILITIES,
+            host_uid_reason=self._mapping_choice.reason,
         )
+
+    def writable_layer(self) -> Path:
+        """The directory holding what commands wrote (overlay upper), as a path the host can open.
+
+        The tmpfs lives in the keeper's private mount namespace, so the path goes through
+        ``/proc/<keeper pid>/root``. For inspection and tests (e.g. which host uid owns the files).
+        """
+        upper = self._upper if self._upper is not None else self._rw / "upper"
+        return Path(f"/proc/{self._keeper.pid}/root") / upper.relative_to("/")
 
     def describe(self) -> str:
         """One line saying which protection is in force (:meth:`Protection.describe`)."""
@@ -389,8 +426,8 @@ class Sandbox:
             "bwrap",
             "--bind", str(self._root), "/",
             "--dev", "/dev",
-            # A fresh /proc, then read-only as a whole: bwrap 0.8 leaves /proc/sys writable, and as
-            # sandbox uid 0 is host uid 0 (root runs) its files (core_pattern, ...) are the host's.
+            # A fresh /proc, then read-only as a whole: bwrap 0.8 leaves /proc/sys writable (in the
+            # dropped-capabilities fallback sandbox uid 0 is host uid 0: core_pattern, ... are the host's).
             "--proc", "/proc", "--remount-ro", "/proc",
             "--unshare-user", "--uid", "0", "--gid", "0",
             "--cap-drop", "ALL", *(a for cap in KEPT_CAPABILITIES for a in ("--cap-add", cap)),
@@ -428,8 +465,10 @@ class Sandbox:
     def _spawn(self, argv: list[str], output_fd: int) -> int:
         """Start ``argv`` through the spawner, replacing a spawner that died (e.g. OOM-killed) once."""
         assert self._spawner is not None
+        ids = None if self._mapping is None else (self._mapping.host_base, self._mapping.host_base)
+        request = {"env": {"PATH": _HOST_PATH}, "rlimits": self._rlimits(), "output_fd": output_fd, "ids": ids}
         try:
-            return self._spawner.spawn(argv, env={"PATH": _HOST_PATH}, rlimits=self._rlimits(), output_fd=output_fd)
+            return self._spawner.spawn(argv, **request)
         except EnvironmentError_:
             if self._spawner.proc.poll() is None:
                 raise
@@ -437,7 +476,7 @@ class Sandbox:
         self._parts.remove(self._spawner)
         self._spawner = self._start_spawner()
         self._parts.append(self._spawner)
-        return self._spawner.spawn(argv, env={"PATH": _HOST_PATH}, rlimits=self._rlimits(), output_fd=output_fd)
+        return self._spawner.spawn(argv, **request)
 
     def _collect(self, fd: int, pid: int, timeout: float) -> tuple[bytes, bool, bool, int]:
         """Read the merged output until it closes, then the exit status; kill at the deadline."""
@@ -510,6 +549,22 @@ def _check_exec_size(argv: list[str]) -> None:
         total += size + 1 + 8  # the string, its NUL, its pointer
     if total > os.sysconf("SC_ARG_MAX"):
         raise ValueError(f"the command's arguments take {total} bytes; execve allows {os.sysconf('SC_ARG_MAX')}")
+
+
+def _check_lowers_owned(lowers: Sequence[Path], host_uid: int) -> None:
+    """Refuse lower layers not shifted into the mapping: inside they would belong to nobody.
+
+    Raises:
+        EnvironmentError_: naming the layer and its owner.
+    """
+    for lower in lowers:
+        owner = os.stat(lower).st_uid
+        if owner != host_uid:
+            raise EnvironmentError_(
+                f"sandbox layer {lower} is owned by host uid {owner}, not by the sandbox's mapped root {host_uid}; "
+                "use locate_base_root() and LayerStore, which give layers shifted into the mapping "
+                "(stateflow.envs.bash.idmap)"
+            )
 
 
 def _sweep_stale_state_dirs() -> None:

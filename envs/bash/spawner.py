@@ -5,11 +5,12 @@ threadgroup lock), which cost ~10 ms per command here. The spawner joins the san
 enters the keeper's mount namespace *once*; every command it forks inherits both for free. It
 is a tiny stdlib-only Python loop (single-threaded, so ``preexec_fn`` is safe there) talking to
 us over a ``SOCK_SEQPACKET`` socket: we send the write end of the output pipe and a memfd
-holding ``{argv, env, rlimits}`` as JSON (SCM_RIGHTS; a memfd, not the datagram itself, because
+holding ``{argv, env, rlimits, ids}`` as JSON (SCM_RIGHTS; a memfd, not the datagram itself, because
 one datagram is capped by the socket buffer, ~208 KiB, and argv may be larger), it answers
-``{"pid": N}`` and later ``{"code": C}``. The rlimits are
-set in the command's process only, never in the spawner. When our end of the socket closes,
-the spawner exits.
+``{"pid": N}`` and later ``{"code": C}``. The rlimits (and, when ``ids`` is given, the switch
+to that unprivileged uid/gid with no supplementary groups, after the rlimits so that the hard
+limits are set while still privileged) apply to the command's process only, never to the
+spawner. When our end of the socket closes, the spawner exits.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ def remount(steps):
         if step[0] == "mkdir":
             os.mkdir(step[1])
             continue
+        if step[0] == "chown":
+            os.chown(step[1], step[2], step[3])
+            continue
         if step[0] == "umount":
             what, rc = step[1], libc.umount2(step[1].encode(), 0)
         else:
@@ -67,11 +71,16 @@ while True:
             sock.send(json.dumps({"error": str(err)}).encode())
         continue
     limits = [(getattr(resource, name), value) for name, value in req["rlimits"]]
+    ids = req.get("ids")
     def apply_limits():
         with open("/proc/self/oom_score_adj", "w") as f:
             f.write("0")  # not inherited from the spawner: sandbox processes stay killable
         for res, value in limits:
             resource.setrlimit(res, (value, value))
+        if ids is not None:  # the unprivileged host ids sandbox root maps to (root runs)
+            os.setgroups([])
+            os.setgid(ids[1])
+            os.setuid(ids[0])
     try:
         child = subprocess.Popen(req["argv"], stdin=subprocess.DEVNULL, stdout=fds[0], stderr=fds[0],
                                  env=req["env"], preexec_fn=apply_limits, start_new_session=True)
@@ -115,9 +124,21 @@ class Spawner:
         finally:
             theirs.close()
 
-    def spawn(self, argv: Sequence[str], *, env: dict[str, str], rlimits: dict[str, int], output_fd: int) -> int:
-        """Start ``argv`` writing stdout+stderr to ``output_fd``; return its pid (a process group leader)."""
-        request = json.dumps({"argv": list(argv), "env": env, "rlimits": sorted(rlimits.items())}).encode()
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str],
+        rlimits: dict[str, int],
+        output_fd: int,
+        ids: tuple[int, int] | None = None,
+    ) -> int:
+        """Start ``argv`` writing stdout+stderr to ``output_fd``; return its pid (a process group leader).
+
+        ``ids``: ``(uid, gid)`` the command runs as (set after its rlimits); None keeps the spawner's.
+        """
+        request = {"argv": list(argv), "env": env, "rlimits": sorted(rlimits.items()), "ids": ids}
+        request = json.dumps(request).encode()
         body = os.memfd_create("sf-bash-request", os.MFD_CLOEXEC)
         try:
             _write_all(body, request)
@@ -136,7 +157,7 @@ class Spawner:
         """Run mount steps in the spawner's mount namespace, without starting any process.
 
         Steps: ``["umount", target]``, ``["mount", source, target, fstype, flags, data]``,
-        ``["mkdir", path]``.
+        ``["mkdir", path]``, ``["chown", path, uid, gid]``.
 
         Raises:
             EnvironmentError_: a step failed (the message names it and the errno text).

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from stateflow.envs.bash import BashEnv, open_bash_env
+from stateflow.envs.bash.idmap import sandbox_id_mapping
 from stateflow.envs.bash.rootfs import locate_base_root
 from stateflow.envs.bash.sandbox import KEPT_CAPABILITIES, Sandbox
 
@@ -173,11 +174,16 @@ def test_capabilities_and_uid_map_match_the_promised_protection(box: Sandbox) ->
     for name in MUST_BE_DROPPED:
         assert not caps["CapBnd"] & (1 << CAP_BITS[name]), name
     assert fields["NoNewPrivs"].strip() == "1"
-    assert uid_map[:3] == ["0", "0", "1"]  # one id: sandbox root, as seen from its own namespace
-    if os.geteuid() == 0:
-        assert protection.mode == "dropped-capabilities" and protection.host_uid == 0
-    else:
+    mapping = sandbox_id_mapping()
+    if os.geteuid() != 0:  # bwrap's namespace sits in the keeper's, where the user is root
         assert protection.mode == "unprivileged-uid" and protection.host_uid == os.getuid() != 0
+        assert uid_map[:3] == ["0", "0", "1"]
+    elif mapping is not None:  # bwrap started as the mapped uid: its parent namespace is the host's
+        assert protection.mode == "unprivileged-uid" and protection.host_uid == mapping.host_base != 0
+        assert uid_map[:3] == ["0", str(mapping.host_base), "1"]
+    else:
+        assert protection.mode == "dropped-capabilities" and protection.host_uid == 0
+        assert uid_map[:3] == ["0", "0", "1"]
     assert protection.proc_read_only and not protection.sys_mounted
     text = box.describe()
     assert text.startswith(protection.mode) and "read-only" in text and "sys_admin" not in text
