@@ -18,7 +18,7 @@ Workloads:
 Overhead per episode = (wall time x actors - sum of the episodes' own ``wall_s``) / episodes: worker
 time spent outside ``run_episode`` (dispatch, result transfer, environment start-up, idle slots).
 
-Usage: PYTHONPATH=. .venv/bin/python scripts/bench_distributed.py [--workers 2] [--nodes 3]
+Usage: .venv/bin/python scripts/bench_distributed.py [--workers 2] [--nodes 3]
        [--oracle-tasks all] [--llm-tasks 0:48] [--latency 0.5]
 """
 

@@ -3,9 +3,9 @@ per-turn grammars, on a fixed sample of InterCode-SQL (Spider dev) and NL2Bash t
 
 One command regenerates everything (runs are resumable: finished episodes are skipped)::
 
-    PYTHONPATH=$PWD python scripts/enforcement_table.py                 # run the sample, then the table
-    PYTHONPATH=$PWD python scripts/enforcement_table.py --table-only    # table + plot from recorded runs
-    PYTHONPATH=$PWD python scripts/enforcement_table.py --models local-small --limit 10
+    .venv/bin/python scripts/enforcement_table.py                 # run the sample, then the table
+    .venv/bin/python scripts/enforcement_table.py --table-only    # table + plot from recorded runs
+    .venv/bin/python scripts/enforcement_table.py --models local-small --limit 10
 
 The sample is fixed: ``--sql-n`` Spider dev and ``--bash-n`` NL2Bash task indices drawn with a
 seeded RNG (seed 19), in that order; ``--limit`` runs only the first N of each (the table then
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     args.docs.mkdir(parents=True, exist_ok=True)
     if table:
         plot(table, args.docs / "enforcement.png")
-    command = "PYTHONPATH=$PWD python scripts/enforcement_table.py"
+    command = ".venv/bin/python scripts/enforcement_table.py"
     write_results(
         markdown(table, args.agent, {"intercode-sql": args.sql_n, "intercode-bash": args.bash_n}, command),
         args.docs / "results.md",
