@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from stateflow.conditions import Condition, Judge
+from stateflow.context import Context
 from stateflow.errors import FlowDefinitionError
-from stateflow.outputs import LLM, OUTPUT_TYPES, Context, OutputFunction, Prompt
+from stateflow.outputs import LLM, OUTPUT_TYPES, OutputFunction, Prompt
 
 __all__ = ["ANY", "Flow", "FlowWarning", "State", "Transition"]
 
