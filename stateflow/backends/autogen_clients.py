@@ -88,6 +88,13 @@ class LLMBackends:
                 )
             w = OpenAIWrapper(config_list=[{**entry, "model_client_cls": "ScriptedClient"}], cache_seed=None)
             w.register_model_client(ScriptedClient, script=script, price_per_1k=profile.price_per_1k)
+        elif profile.provider == "replay" and (self.cassette is None or self.cassette.mode != "replay"):
+            # A replay profile has no endpoint: without a replay cassette it would silently
+            # become a call to OpenAI's API.
+            raise ConfigError(
+                f"profile {profile.name!r} is a replay test double but the run has no replay cassette; "
+                "pass cassette=Cassette(path, 'replay')"
+            )
         elif self.cassette is not None:
             cls = RecordingClient if self.cassette.mode == "record" else ReplayClient
             w = OpenAIWrapper(config_list=[{**entry, "model_client_cls": cls.__name__}], cache_seed=None)

@@ -197,3 +197,10 @@ def test_one_endpoint_per_profile_per_run():
         assert backends.endpoint(prof) is backends.endpoint(prof)
         assert backends.wrapper(prof) is backends.wrapper(prof)
         assert backends.endpoint(prof).http_client is pool.get(prof.base_url, prof.timeout)
+
+
+def test_a_replay_profile_without_a_replay_cassette_is_a_config_error(tmp_path):
+    # It has no endpoint: before, it silently became a call to OpenAI's own API.
+    replay = ModelProfile(name="r", model="m", provider="replay", api_key_env=None)
+    with pytest.raises(ConfigError, match="no replay cassette"):
+        run(_one_call_flow(), "T", models=replay)
