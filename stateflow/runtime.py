@@ -96,6 +96,7 @@ def run(
         ConfigError: a state's model profile is unknown or unusable.
         NoTransitionError: no rule matched after a state (when ``raise_errors``).
         LLMError: a model call failed after retries (when ``raise_errors``).
+        ChatEndedError: AutoGen ended the chat before the flow ended (when ``raise_errors``).
     """
     assignment = ModelAssignment.of(models)
     for st in flow.llm_states():
