@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Environment", "EnvironmentError_", "StepResult", "Task"]
+__all__ = ["Environment", "EnvironmentError_", "Task"]
 
 
 @dataclass(frozen=True)
@@ -37,19 +37,6 @@ class Task:
     context: str
     hardness: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class StepResult:
-    """The 4-tuple of ``Environment.step`` as a named record (tuple-unpackable)."""
-
-    observation: Any
-    reward: float
-    done: bool
-    info: dict[str, Any]
-
-    def __iter__(self):
-        return iter((self.observation, self.reward, self.done, self.info))
 
 
 class EnvironmentError_(RuntimeError):

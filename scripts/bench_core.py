@@ -19,7 +19,7 @@ from autogen import OpenAIWrapper
 from stateflow.sf_agent import SFAgentView
 
 from stateflow import LLM, Flow, ModelProfile, Prompt, State, Tool, ToolResult, Transition, meta_is, run
-from stateflow.backends.endpoints import config_entry
+from stateflow.backends.endpoint import open_endpoint
 from stateflow.backends.scripted import ScriptedClient, ScriptedLLM
 
 
@@ -63,7 +63,7 @@ def flow_time(transitions: int, view) -> float:
 
 def baseline_time(transitions: int) -> float:
     wrapper = OpenAIWrapper(
-        config_list=[{**config_entry(PROFILE), "model_client_cls": "ScriptedClient"}], cache_seed=None
+        config_list=[{**open_endpoint(PROFILE).config_entry(), "model_client_cls": "ScriptedClient"}], cache_seed=None
     )
     wrapper.register_model_client(ScriptedClient, script=ScriptedLLM(["ok"], cycle=True))
     messages = [{"role": "user", "content": "task"}]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from stateflow.flow import Flow, State
 from stateflow.outputs import OutputFunction, Prompt
-from stateflow.runtime import View
+from stateflow.views import View
 
 __all__ = ["SFAgentView"]
 

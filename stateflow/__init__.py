@@ -14,7 +14,9 @@ except PackageNotFoundError:  # running from a source checkout that was never in
     __version__ = "0+unknown"
 
 from stateflow.conditions import Condition, Judge, last_contains, last_matches, meta_is, predicate
+from stateflow.context import Context
 from stateflow.errors import (
+    ChatEndedError,
     ConfigError,
     FlowDefinitionError,
     LLMError,
@@ -23,15 +25,17 @@ from stateflow.errors import (
 )
 from stateflow.flow import ANY, Flow, FlowWarning, State, Transition
 from stateflow.messages import History, Kind, Message, Usage
-from stateflow.outputs import LLM, AutoGenAgent, Context, Human, Prompt, Tool, ToolResult
+from stateflow.outputs import LLM, AutoGenAgent, Human, Prompt, Tool, ToolResult
 from stateflow.profiles import ModelAssignment, ModelProfile, load_config, parse_model_options
-from stateflow.runtime import StateFlowView, View, run
+from stateflow.runtime import run
 from stateflow.trace import RunResult, Step, TransitionRecord
+from stateflow.views import StateFlowView, View
 
 __all__ = [
     "ANY",
     "LLM",
     "AutoGenAgent",
+    "ChatEndedError",
     "Condition",
     "ConfigError",
     "Context",

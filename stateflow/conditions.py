@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from stateflow.messages import Kind, Message
 
 if TYPE_CHECKING:
-    from stateflow.outputs import Context
+    from stateflow.context import Context
 
 __all__ = [
     "Condition",

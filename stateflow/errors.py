@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ChatEndedError",
     "ConfigError",
     "FlowDefinitionError",
     "LLMError",
     "NoTransitionError",
     "RunTimeout",
     "StateFlowError",
-    "StepLimitExceeded",
 ]
 
 
@@ -58,8 +58,31 @@ class NoTransitionError(StateFlowError):
         )
 
 
-class StepLimitExceeded(StateFlowError):
-    """Raised only when a flow asks for it; by default hitting the bound ends the run normally."""
+class ChatEndedError(StateFlowError):
+    """AutoGen ended the group chat although the flow had not ended (no final state reached,
+    transition bound not hit, no error raised): the run cannot say why it stopped, so it fails.
+
+    Attributes:
+        reason: the termination reason AutoGen gave (e.g. ``"Maximum rounds (12) reached"``),
+            ``None`` if it gave none.
+        state: the state the flow was in.
+        agent: the agent that spoke last.
+        output: the label of the output function being served (``llm``, ``tool[x]``...).
+        transitions: how many transitions the run had taken.
+    """
+
+    def __init__(self, *, reason: str | None, state: str, agent: str | None, output: str | None, transitions: int):
+        self.reason = reason
+        self.state = state
+        self.agent = agent
+        self.output = output
+        self.transitions = transitions
+        super().__init__(
+            f"AutoGen ended the chat in state {state!r} after {transitions} transitions "
+            f"({reason or 'no termination reason given'}); last speaker: {agent!r}, serving output "
+            f"{output!r}. The flow neither reached a final state nor its transition bound: check the "
+            "view's output functions and any AutoGen agent that can end a chat"
+        )
 
 
 class RunTimeout(StateFlowError):

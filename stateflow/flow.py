@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from stateflow.conditions import Condition, Judge
+from stateflow.context import Context
 from stateflow.errors import FlowDefinitionError
-from stateflow.outputs import LLM, OUTPUT_TYPES, Context, OutputFunction, Prompt
+from stateflow.outputs import LLM, OUTPUT_TYPES, OutputFunction, Prompt
 
 __all__ = ["ANY", "Flow", "FlowWarning", "State", "Transition"]
 
@@ -42,8 +43,6 @@ class FlowWarning(UserWarning):
 
 class _AnySource:
     """Sentinel source: the rule applies to every non-final state."""
-
-    _instance: _AnySource | None = None
 
     def __repr__(self) -> str:
         return "ANY"
@@ -319,7 +318,7 @@ class Flow:
 
     def judges(self) -> list[Judge]:
         """Every LLM judge used by a rule (for model validation)."""
-        return [j for r in self.transitions if r.when is not None for j in _judges_of(r.when)]
+        return [j for r in self.transitions if r.when is not None for j in r.when.judges]
 
     def llm_states(self) -> list[State]:
         return [s for s in self.states.values() if any(isinstance(o, LLM) for o in s.outputs)]
@@ -371,7 +370,3 @@ class Flow:
             system_message=self.system_message,
             description=self.description,
         )
-
-
-def _judges_of(cond: Condition) -> list[Judge]:
-    return list(cond.judges)

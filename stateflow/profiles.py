@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from stateflow.backends.providers import PROVIDERS, capabilities
 from stateflow.errors import ConfigError
 
 __all__ = [
@@ -53,14 +54,9 @@ __all__ = [
 ]
 
 Provider = Literal["openai", "vllm", "ollama", "llamacpp", "local", "scripted", "replay"]
-_PROVIDERS: tuple[str, ...] = ("openai", "vllm", "ollama", "llamacpp", "local", "scripted", "replay")
+_PROVIDERS: tuple[str, ...] = PROVIDERS
 
 DEFAULT_KEY = "default"
-
-#: Providers whose servers take OpenAI ``tools`` (function calling) unless a profile says otherwise.
-#: vLLM needs ``--enable-auto-tool-choice`` and llama.cpp a tool-aware template, so they default
-#: to the Thought/Action text protocol; set ``function_calling = true`` in the profile to switch.
-_NATIVE_TOOLS: frozenset[str] = frozenset({"openai", "ollama"})
 
 
 class _ProfileSchema(BaseModel):
@@ -177,7 +173,9 @@ class ModelProfile:
         """Whether tool-using calls go through OpenAI function calling (else the text protocol)."""
         if self.function_calling is not None:
             return self.function_calling
-        return self.provider in _NATIVE_TOOLS
+        # vLLM needs --enable-auto-tool-choice and llama.cpp a tool-aware template, so their
+        # declared default is the Thought/Action text protocol (see backends.providers).
+        return capabilities(self.provider).function_calling
 
     def api_key(self) -> str:
         """The API key read from ``api_key_env`` (a placeholder for servers that need none)."""

@@ -365,18 +365,21 @@ def scorer_for(profile: ModelProfile) -> Scorer:
         ConfigError: a test-double profile (``scripted``/``replay``) or one without an endpoint
             that could score (OpenAI's own API returns no prompt logprobs).
     """
-    if profile.provider in ("scripted", "replay"):
+    from stateflow.backends.providers import capabilities
+
+    how = capabilities(profile.provider, own_api=profile.base_url is None).prompt_logprobs
+    if capabilities(profile.provider).test_double:
         raise ConfigError(f"profile {profile.name!r} is a {profile.provider} test double and cannot score texts")
-    if profile.provider == "local":
+    if how == "in_process":
         from stateflow.backends.local import default_pool
 
         if not profile.local_model:
             raise ConfigError(f"local profile {profile.name!r} names no local_model")
         server = default_pool().server(profile.local_model, alias=profile.model)
         return LocalScorer(server.config.model_path)
-    if profile.provider == "openai" and profile.base_url is None:
+    if how == "none":
         raise ConfigError(
-            f"profile {profile.name!r} is OpenAI's API, whose completions endpoint returns no prompt "
+            f"profile {profile.name!r}: its endpoint ({profile.base_url or 'OpenAI API'}) returns no prompt "
             "log-probabilities; score with a local model or a vLLM/llama.cpp endpoint"
         )
     if profile.base_url is None:

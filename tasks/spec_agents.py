@@ -234,7 +234,7 @@ def _completer(ctx: Context, profile: ModelProfile) -> Completer:
             return script.reply_to(req.messages, params)
 
         return ScriptedCompleter(reply, supports_grammar=True)
-    return completer_for(profile)
+    return completer_for(profile, http=ctx.http)
 
 
 def _question(env: Environment, domain: str, task_text: str, ctx_vars: dict[str, Any]) -> str:

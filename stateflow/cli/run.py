@@ -12,12 +12,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
+from stateflow.backends.providers import capabilities
 from stateflow.errors import ConfigError
 from stateflow.profiles import ModelAssignment, load_config, parse_model_options
 
 __all__ = ["register"]
-
-_GRAMMAR_PROVIDERS = {"local", "llamacpp", "vllm"}
 
 
 class Policy(StrEnum):
@@ -66,7 +65,7 @@ def _announce(console: Console, assignment: ModelAssignment) -> None:
 
 
 def _auto_grammar(assignment: ModelAssignment) -> bool:
-    return all(assignment.profiles[n].provider in _GRAMMAR_PROVIDERS for n in assignment.by_state.values())
+    return all(capabilities(assignment.profiles[n].provider).grammar is not None for n in assignment.by_state.values())
 
 
 def _executor(kind: Executor, address: str | None, models: ModelAssignment | None, cpus: float = 1.0) -> dict:

@@ -4,8 +4,9 @@ Contract of :meth:`Completer.complete`: given chat ``messages``, return the mode
 ending at the first of the ``stop`` sequences (excluded) or after ``max_tokens`` tokens. When the
 last message has role ``assistant``, the result *continues* that message (prefill).
 
-* :class:`OpenAICompleter` talks to any OpenAI-compatible server built from a
-  :class:`~stateflow.profiles.ModelProfile` (the embedded ``local`` model included).
+* :class:`OpenAICompleter` talks to any OpenAI-compatible server through the endpoint adapter
+  shared with the AutoGen runtime (:mod:`stateflow.backends.endpoint`; the embedded ``local``
+  model included).
 * :class:`ScriptedCompleter` replays scripted model outputs and applies ``stop`` and
   ``max_tokens`` itself (one whitespace-separated word = one token). It is a test double:
   nothing selects it unless a caller constructs it.
@@ -15,12 +16,18 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from stateflow.errors import ConfigError, LLMError, StateFlowError
+from stateflow.backends.endpoint import Endpoint, open_endpoint
+from stateflow.backends.providers import capabilities
+from stateflow.errors import ConfigError, StateFlowError
 from stateflow.profiles import ModelProfile
+
+if TYPE_CHECKING:
+    from stateflow.backends.http import HttpClients
 
 __all__ = ["Completer", "Completion", "CompletionRequest", "OpenAICompleter", "ScriptedCompleter", "completer_for"]
 
@@ -36,6 +43,8 @@ class Completion:
             ``"length"`` (``max_tokens`` reached).
         stop_sequence: which stop sequence ended the text, when the server says (vLLM does,
             OpenAI and llama.cpp do not); ``None`` when unknown or when the model just ended.
+        cached_tokens: prompt tokens the server did not evaluate again (its prompt cache).
+        cost: dollars under the profile's prices (``0.0`` for scripted completions).
     """
 
     text: str
@@ -43,6 +52,8 @@ class Completion:
     completion_tokens: int = 0
     finish_reason: str = "stop"
     stop_sequence: str | None = None
+    cached_tokens: int = 0
+    cost: float = 0.0
 
 
 @runtime_checkable
@@ -128,61 +139,60 @@ class ScriptedCompleter:
 
 @dataclass
 class OpenAICompleter:
-    """A :class:`Completer` over the ``openai`` client for any OpenAI-compatible endpoint.
+    """A :class:`Completer` over one :class:`~stateflow.backends.endpoint.Endpoint` (any
+    OpenAI-compatible server, the embedded ``local`` model included): the profile's retries,
+    the shared HTTP pool the endpoint was opened with, stop merging, usage and cost all come
+    from the endpoint, as for the AutoGen agents of a run.
 
     Args:
-        profile: model, sampling settings, endpoint and key variable.
-        base_url: overrides ``profile.base_url`` (the embedded server's URL is resolved at run
-            time: see :func:`completer_for`).
+        endpoint: the ready endpoint (:func:`~stateflow.backends.endpoint.open_endpoint`, or
+            :func:`completer_for` which opens it).
         prefill: how a trailing assistant message is continued. ``"continue"`` asks the server
             to continue it (``continue_final_message``: vLLM, SGLang); ``"merge"`` (works
             everywhere) sends it as a finished message and, when the reply starts by repeating
-            the message's unfinished last line, drops the repeat.
+            the message's unfinished last line, drops the repeat. Default: the provider's
+            declared capability (:mod:`stateflow.backends.providers`).
 
     Grammars are sent only to servers that take them (llama.cpp, vLLM); elsewhere the monitor's
     checks are the only enforcement.
     """
 
-    profile: ModelProfile
-    base_url: str | None = None
-    prefill: Literal["continue", "merge"] = "merge"
+    endpoint: Endpoint
+    prefill: Literal["continue", "merge"] | None = None
     _client: Any = field(default=None, init=False, repr=False)
+
+    @property
+    def profile(self) -> ModelProfile:
+        """The endpoint's model profile."""
+        return self.endpoint.profile
 
     @property
     def supports_grammar(self) -> bool:
         """Whether grammars reach the server."""
-        return self.profile.provider in ("local", "llamacpp", "vllm")
+        return self.endpoint.supports_constraints
 
     def _get_client(self) -> Any:
         if self._client is None:
-            from openai import OpenAI
-
-            self._client = OpenAI(
-                base_url=self.base_url or self.profile.base_url,
-                api_key=self.profile.api_key(),
-                timeout=self.profile.timeout,
-                max_retries=self.profile.max_retries,
-            )
+            self._client = self.endpoint.openai_client()
         return self._client
 
     def complete(
         self, messages: list[dict[str, Any]], *, stop: Sequence[str], max_tokens: int, grammar: str | None = None
     ) -> Completion:
-        from stateflow.backends.endpoints import constraint_fields
-
+        ep = self.endpoint
+        prefill = self.prefill or ep.capabilities.prefill
         msgs = [dict(m) for m in messages]
         body: dict[str, Any] = dict(self.profile.extra_body)
         partial = ""
         if msgs and msgs[-1].get("role") == "assistant":
-            if self.prefill == "continue":
+            if prefill == "continue":
                 body.update({"continue_final_message": True, "add_generation_prompt": False})
             else:
                 partial = str(msgs[-1].get("content") or "").rsplit("\n", 1)[-1]
-        if grammar is not None and self.supports_grammar:
-            body.update(constraint_fields(self.profile, grammar=grammar, regex=None) or {})
-        stops = list(dict.fromkeys([*stop, *self.profile.stop]))
-        if self.profile.provider == "openai" and len(stops) > 4:
-            stops = stops[:4]  # OpenAI's limit; the monitor still splits on every state text
+        if grammar is not None:
+            body.update(ep.constraint_fields(grammar=grammar, regex=None) or {})
+        stops = ep.stops(stop)
+        t0 = time.perf_counter()
         try:
             resp = self._get_client().chat.completions.create(
                 model=self.profile.model,
@@ -193,40 +203,44 @@ class OpenAICompleter:
                 extra_body=body or None,
             )
         except Exception as err:
-            raise LLMError(
-                f"completion from profile {self.profile.name!r} failed: {type(err).__name__}: {err}",
-                profile=self.profile.name,
-            ) from err
+            raise ep.error(err, "completion") from err
+        usage = ep.usage(resp, time.perf_counter() - t0)
         choice = resp.choices[0]
         text = choice.message.content or ""
         if partial.strip() and text.startswith(partial.strip()):
             text = text[len(partial.strip()) :]
         stop_reason = getattr(choice, "stop_reason", None)
-        usage = resp.usage
         return Completion(
             text=text,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
             finish_reason="length" if choice.finish_reason == "length" else "stop",
             stop_sequence=stop_reason if isinstance(stop_reason, str) else None,
+            cached_tokens=usage.cached_tokens,
+            cost=usage.cost,
         )
 
 
-def completer_for(profile: ModelProfile, *, prefill: Literal["continue", "merge"] = "merge") -> OpenAICompleter:
+def completer_for(
+    profile: ModelProfile,
+    *,
+    prefill: Literal["continue", "merge"] | None = None,
+    http: HttpClients | None = None,
+) -> OpenAICompleter:
     """An :class:`OpenAICompleter` for ``profile``; for ``local`` profiles the embedded server is
     started (or reused) and its URL used.
+
+    Args:
+        profile: the model profile.
+        prefill: overrides the provider's way of continuing a trailing assistant message.
+        http: shared connection pools (a run's ``ctx.http``); default: a client of its own.
 
     Raises:
         ConfigError: the profile is a test double (``scripted``/``replay``); construct a
             :class:`ScriptedCompleter` explicitly instead.
     """
-    if profile.provider in ("scripted", "replay"):
+    if capabilities(profile.provider).test_double:
         raise ConfigError(
             f"profile {profile.name!r} is a {profile.provider} test double; pass a ScriptedCompleter explicitly"
         )
-    base_url = None
-    if profile.provider == "local":
-        from stateflow.backends.local import resolve_endpoint
-
-        base_url = resolve_endpoint(profile)
-    return OpenAICompleter(profile, base_url=base_url, prefill=prefill)
+    return OpenAICompleter(open_endpoint(profile, http=http), prefill=prefill)

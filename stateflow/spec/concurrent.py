@@ -22,8 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from stateflow.context import Context
 from stateflow.messages import Kind
-from stateflow.outputs import Context, ToolResult
+from stateflow.outputs import ToolResult
 from stateflow.scoring import Choice, Scorer, choose_by_likelihood
 from stateflow.spec.compiled import AgentSpec
 from stateflow.spec.completer import Completer

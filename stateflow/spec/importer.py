@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from stateflow.conditions import Condition, Judge
+from stateflow.context import Context
 from stateflow.flow import Flow, State, Transition
 from stateflow.messages import Kind
-from stateflow.outputs import LLM, Context, Prompt, Tool, ToolResult
+from stateflow.outputs import LLM, Prompt, Tool, ToolResult
 from stateflow.spec.compiled import AgentSpec
 from stateflow.spec.errors import SpecError, SpecViolationError
 from stateflow.spec.grammar import DEFAULT_MAX_CONTENT, line_grammar

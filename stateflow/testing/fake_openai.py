@@ -62,6 +62,9 @@ class FakeOpenAIServer:
         self._failures = list(failures or [])
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
+        #: the client ``(host, port)`` of each completion request, in order: one port per TCP
+        #: connection, so tests can see whether clients share a connection pool.
+        self.peers: list[tuple[str, int]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
@@ -90,9 +93,10 @@ class FakeOpenAIServer:
         with self._lock:
             return self._failures.pop(0) if self._failures else None
 
-    def _record(self, body: dict[str, Any]) -> None:
+    def _record(self, body: dict[str, Any], peer: tuple[str, int]) -> None:
         with self._lock:
             self.requests.append(body)
+            self.peers.append(peer)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -128,7 +132,7 @@ class FakeOpenAIServer:
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
-                server._record(body)
+                server._record(body, (str(self.client_address[0]), int(self.client_address[1])))
                 failure = server._next_failure()
                 if failure is not None:
                     self._send(failure, {"error": {"message": f"injected failure {failure}", "type": "server_error"}})

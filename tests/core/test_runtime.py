@@ -19,9 +19,9 @@ from stateflow import (
     last_contains,
     run,
 )
+from stateflow.backends.autogen_clients import ConstraintWarning
 from stateflow.backends.cassette import Cassette, CassetteMiss
 from stateflow.backends.scripted import ScriptedLLM
-from stateflow.runtime import ConstraintWarning
 from stateflow.testing.fake_openai import FakeOpenAIServer
 from tests.core.helpers import plan_act_flow, scripted
 

@@ -1,0 +1,171 @@
+"""The AutoGen side of a run's model calls: one ``OpenAIWrapper`` per profile, built from its
+:class:`~stateflow.backends.endpoint.Endpoint`, plus the run's opt-in test doubles (scripted
+replies, cassettes).
+
+AutoGen's wrapper does the HTTP (through the endpoint's shared pool, with the profile's
+retries); the endpoint supplies the request fields, parses usage and cost, and wraps failures.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from autogen import Agent, OpenAIWrapper
+
+from stateflow.backends.cassette import Cassette, RecordingClient, ReplayClient
+from stateflow.backends.endpoint import Endpoint, open_endpoint
+from stateflow.backends.http import HttpClients
+from stateflow.backends.scripted import ScriptedClient, ScriptedLLM
+from stateflow.errors import ConfigError, LLMError, StateFlowError
+from stateflow.messages import Usage
+from stateflow.profiles import ModelAssignment, ModelProfile
+
+if TYPE_CHECKING:
+    from stateflow.context import Context
+    from stateflow.outputs import LLM
+    from stateflow.state_agent import StateAgent
+
+__all__ = ["ConstraintWarning", "LLMBackends"]
+
+
+class ConstraintWarning(UserWarning):
+    """A decoding constraint cannot be sent to a provider; it is monitor-only there."""
+
+
+class LLMBackends:
+    """One AutoGen ``OpenAIWrapper`` per profile for a run, plus the run's opt-in test doubles.
+
+    Args:
+        assignment: which profile serves which state.
+        scripts: ``{profile name: ScriptedLLM}`` for profiles with ``provider="scripted"``.
+        cassette: record/replay every call of this run.
+        http: shared HTTP connection pools (reused across runs).
+    """
+
+    def __init__(
+        self,
+        assignment: ModelAssignment,
+        scripts: Mapping[str, ScriptedLLM] | None = None,
+        cassette: Cassette | None = None,
+        http: HttpClients | None = None,
+    ):
+        self.http = http
+        self.assignment = assignment
+        self.scripts = dict(scripts or {})
+        self.cassette = cassette
+        self._endpoints: dict[str, Endpoint] = {}
+        self._wrappers: dict[str, OpenAIWrapper] = {}
+        self._warned: set[str] = set()
+
+    def profile(self, state: str, explicit: str | None = None) -> ModelProfile:
+        """The profile serving ``state`` (or the ``explicit`` profile name)."""
+        return self.assignment.profile_for(state, explicit)
+
+    def endpoint(self, profile: ModelProfile) -> Endpoint:
+        """The (cached) ready endpoint of ``profile``; starts the local server if needed."""
+        ep = self._endpoints.get(profile.name)
+        if ep is None:
+            # A cassette's clients build their own connections (recording) or none (replay).
+            ep = open_endpoint(profile, http=self.http if self.cassette is None else None)
+            self._endpoints[profile.name] = ep
+        return ep
+
+    def wrapper(self, profile: ModelProfile) -> OpenAIWrapper:
+        """The (cached) AutoGen client for ``profile``."""
+        w = self._wrappers.get(profile.name)
+        if w is not None:
+            return w
+        entry = self.endpoint(profile).config_entry()
+        if profile.provider == "scripted":
+            script = self.scripts.get(profile.name)
+            if script is None:
+                raise ConfigError(
+                    f"profile {profile.name!r} is scripted but no script was given; "
+                    "pass scripts={name: ScriptedLLM(...)}"
+                )
+            w = OpenAIWrapper(config_list=[{**entry, "model_client_cls": "ScriptedClient"}], cache_seed=None)
+            w.register_model_client(ScriptedClient, script=script, price_per_1k=profile.price_per_1k)
+        elif profile.provider == "replay" and (self.cassette is None or self.cassette.mode != "replay"):
+            # A replay profile has no endpoint: without a replay cassette it would silently
+            # become a call to OpenAI's API.
+            raise ConfigError(
+                f"profile {profile.name!r} is a replay test double but the run has no replay cassette; "
+                "pass cassette=Cassette(path, 'replay')"
+            )
+        elif self.cassette is not None:
+            cls = RecordingClient if self.cassette.mode == "record" else ReplayClient
+            w = OpenAIWrapper(config_list=[{**entry, "model_client_cls": cls.__name__}], cache_seed=None)
+            w.register_model_client(cls, cassette=self.cassette, price_per_1k=profile.price_per_1k)
+        else:
+            w = OpenAIWrapper(config_list=[entry], cache_seed=None)
+        self._wrappers[profile.name] = w
+        return w
+
+    def request_fields(self, profile: ModelProfile, out: LLM, ctx: Context) -> dict[str, Any]:
+        """Per-call request fields: the profile's sampling settings, the output function's stop
+        sequences and its decoding constraint, if any."""
+        ep = self.endpoint(profile)
+        fields = ep.sampling_fields()
+        if out.stop:
+            fields["stop"] = ep.stops(out.stop)
+        grammar = out.grammar(ctx) if callable(out.grammar) else out.grammar
+        constraint = ep.constraint_fields(grammar=grammar, regex=out.regex)
+        if constraint is None:
+            if profile.name not in self._warned:
+                self._warned.add(profile.name)
+                warnings.warn(
+                    f"profile {profile.name!r} ({profile.provider}) cannot take a grammar/regex; "
+                    "the constraint is monitor-only there",
+                    ConstraintWarning,
+                    stacklevel=3,
+                )
+        elif constraint:
+            body = dict(profile.extra_body)
+            body.update(constraint)
+            fields["extra_body"] = body
+        return fields
+
+    def call(
+        self,
+        agent: StateAgent,
+        profile: ModelProfile,
+        messages: list[dict[str, Any]] | None,
+        sender: Agent | None,
+        fields: dict[str, Any],
+    ) -> tuple[str, Usage]:
+        """One model call through AutoGen; returns the text and its accounting."""
+        from stateflow.state_agent import reply_text
+
+        reply, usage = self.call_raw(agent, profile, messages, sender, fields)
+        return reply_text(reply), usage
+
+    def call_raw(
+        self,
+        agent: StateAgent,
+        profile: ModelProfile,
+        messages: list[dict[str, Any]] | None,
+        sender: Agent | None,
+        fields: dict[str, Any],
+    ) -> tuple[str | dict[str, Any], Usage]:
+        """One model call through AutoGen; returns the reply (text, or a message dict carrying
+        ``tool_calls``) and its accounting.
+
+        Raises:
+            LLMError: the call failed after the profile's retries, or returned no reply.
+        """
+        wrapper = self.wrapper(profile)
+        ep = self.endpoint(profile)
+        t0 = time.perf_counter()
+        try:
+            ok, reply = agent.generate_oai_reply(messages=messages, sender=sender, config=wrapper, **fields)
+        except StateFlowError:
+            raise
+        except Exception as err:
+            raise ep.error(err) from err
+        latency = time.perf_counter() - t0
+        if not ok or reply is None:
+            raise LLMError(f"profile {profile.name!r} returned no reply", profile=profile.name)
+        return reply, ep.usage(agent.last_response, latency)
