@@ -101,6 +101,12 @@ GROUPS = (
         ),
         # 26 s together (brute-force languages up to length 8, 370 formulas); the same check at a
         # smaller scale runs in test_automaton_exact.py
+        # Known equivalent survivors (no observable change; 5 on 2026-11-24):
+        #   _NFA.star: `eps[s] = ...` / `eps[be] = ...` for `+=` (both lists are still empty there);
+        #   _minimise: initial blocks `q not in accepting` (same partition, labels swapped);
+        #   _minimise: `changed = None` (falsy like False);
+        #   _warnings: `len(nxt) >= 1` (one state's own text is a non-empty prefix: the parser
+        #   refuses empty texts).
         deselect=(
             "tests/spec/test_language.py::test_core_operators_match_brute_force",
             "tests/spec/test_language.py::test_optional_operators_match_brute_force",

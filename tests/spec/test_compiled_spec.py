@@ -65,6 +65,8 @@ def test_correction_prefix_per_automaton_state():
     assert spec.correction_prefix(1) == ""  # "Thought:" / "Final Thought:"
     assert spec.correction_prefix(2) == "Answer:"
     assert spec.correction_prefix(3) == ""  # nothing may follow
+    act_ask = AgentSpec.from_text('(define c (:states (A "Act:") (B "Ask:")) (:behavior (always (or A B))))')
+    assert act_ask.correction_prefix(0) == "A"
 
 
 def test_state_lookup_and_texts():
@@ -78,6 +80,24 @@ def test_state_lookup_and_texts():
         ("T", "because"),
     ]
     assert spec.segmenter is spec.segmenter  # built once
+
+
+def test_every_unused_state_is_named_once_in_declaration_order():
+    spec = AgentSpec.from_text(
+        '(define u (:states (A "Act:") (Z "Zed:") (B "Bye:") (Y "Why:")) (:behavior (next A B)))'
+    )
+    assert spec.warnings == ("declared but never used in the behaviour: Z, Y",)
+
+
+def test_errors_without_a_source_name_the_string_and_the_spot():
+    with pytest.raises(SpecError) as undeclared:
+        AgentSpec.from_text("(define x (:states A)\n  (:behavior (next A Zed)))")
+    assert str(undeclared.value).startswith("<string>:2:")
+    assert "Zed" in str(undeclared.value) and undeclared.value.source == "<string>"
+    with pytest.raises(SpecError) as never:
+        AgentSpec.from_text("(define never (:states A B) (:behavior (and A B)))")
+    assert never.value.source == "<string>"
+    assert str(never.value) == "<string>: behaviour of 'never' accepts no trace (contradictory and/not?)"
 
 
 def test_contradictory_behaviour_is_refused_with_its_source():
@@ -107,6 +127,9 @@ def test_from_file(tmp_path):
         (["ab", "abc", "abd"], "ab"),
         (["abc", "abc"], "abc"),
         (["a", "b"], ""),
+        (["Act:", "Ask:"], "A"),  # an odd-length prefix followed by differing characters
+        (["Observation:", "Obs:", "Object:"], "Ob"),
+        (["abcde", "abcdx"], "abcd"),
         (["", "a"], ""),
     ],
 )

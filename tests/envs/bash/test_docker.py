@@ -151,7 +151,8 @@ def test_reset_restores_the_whole_root() -> None:
         env.step("ls /demo")  # reads only: the container is kept
         env.reset(0)
         assert env._agent.replacements == taken
-        env.step("echo x >> /demo/README.md; touch /etc/evil /usr/bin/evil /tmp/t; rm /bin/ls; ls -ld /demo")
+        # /tmp does not exist after a reset (upstream's git clean removes it): made here to be undone
+        env.step("echo x >> /demo/README.md; touch /etc/evil /usr/bin/evil; mkdir /tmp; touch /tmp/t; rm /bin/ls")
         before = env.step("stat -c %Y /demo /demo/docs")[0]
         env.reset(0)
         assert env._agent.replacements == taken + 1

@@ -22,7 +22,7 @@ from stateflow.envs.bash.rootfs import locate_base_root
 from stateflow.envs.bash.sandbox import CommandResult
 from stateflow.envs.bash.tasks import load_bash_dataset
 
-from .conftest import FAST, bash_data_dir, needs_sandbox, needs_shared_data
+from .conftest import BACKENDS, FAST, bash_data_dir, needs_sandbox, needs_shared_data, open_backend
 
 pytestmark = needs_sandbox
 
@@ -203,3 +203,47 @@ def test_perturbed_episode_rewards_equal_upstream_resets() -> None:
         upstream.close()
     assert got == expected
     assert len({reward for reward, _ in got}) > 1  # the episodes are not all scored alike
+
+
+# Both backends, after a reset: the top-level entries that are directories or links (files such
+# as Docker's /.dockerenv are the engine's, not the task's).
+TOP_LEVEL = r"find / -mindepth 1 -maxdepth 1 \( -type d -o -type l \) -printf '%f %y\n' | sort"
+# Upstream's image (ubuntu) holds /tmp as an empty directory that git cannot track; this recreates
+# it so, then runs upstream's reset command at / (its containers' working directory).
+RECREATE_TMP_AND_RESET_LIKE_UPSTREAM = (
+    "mkdir -m 1777 /tmp; git -C / ls-files tmp | wc -l; "
+    + UPSTREAM_RESET
+    + "; test -e /tmp && echo present || echo absent"
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tmp_after_reset_is_what_upstreams_git_clean_leaves(backend: str) -> None:
+    """Upstream runs ``git reset --hard; git clean -fd`` at / before every task, its first one
+    included, which deletes the image's empty, untracked /tmp: after a reset there is no /tmp."""
+    with open_backend(backend, limits=FAST) as env:
+        env.reset(0)
+        assert env.step("test -e /tmp && echo present || echo absent")[0] == "absent\n"
+        # what upstream's reset does to its image's /tmp, on this backend's tree: git tracks
+        # nothing under it (0 files) and cleans it away
+        assert env.step(RECREATE_TMP_AND_RESET_LIKE_UPSTREAM)[0] == "0\nabsent\n"
+        env.reset(0)
+        env.step("mkdir -p /tmp/sub && touch /tmp/file")
+        assert env.step("ls /tmp")[0] == "file\nsub\n"  # the agent may create it within an episode
+        env.reset(0)
+        assert env.step("test -e /tmp && echo present || echo absent")[0] == "absent\n"
+
+
+@pytest.mark.docker
+def test_sandbox_and_docker_resets_leave_the_same_top_level_directories() -> None:
+    listings = {}
+    for backend in ("docker", "sandbox"):  # docker first: it skips without an engine
+        with open_backend(backend, limits=FAST) as env:
+            env.reset(0)
+            env.step("mkdir -p /tmp/a /mnt/b /empty; touch /tmp/f /new.txt")
+            env.reset(0)
+            listings[backend] = env.step(TOP_LEVEL)[0]
+    assert listings["sandbox"] == listings["docker"]
+    entries = listings["sandbox"].splitlines()
+    assert "demo d" in entries and "usr d" in entries  # the listing is real
+    assert not {"tmp d", "mnt d", "empty d"} & set(entries), entries
