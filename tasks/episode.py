@@ -16,20 +16,16 @@ from typing import Any
 
 from stateflow.envs.base import Environment, Task
 from stateflow.tasks.actions import parse_action
+from stateflow.tasks.benchmark import Benchmark
 from stateflow.tasks.methods import build_method
 
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 
-__all__ = ["ORACLE_PROFILE", "EpisodeSpec", "oracle_script", "run_episode", "task_prompt"]
+__all__ = ["ORACLE_PROFILE", "EpisodeSpec", "oracle_script", "run_episode"]
 
 ORACLE_PROFILE = ModelProfile(name="oracle", model="gold-replay", provider="scripted", api_key_env=None)
-
-
-def task_prompt(domain: str, task: Task) -> str:
-    """The first message of an episode."""
-    return f"Question: {task.query}" if domain == "sql" else f"Task: {task.query}"
 
 
 def oracle_script(task: Task) -> ScriptedLLM:
@@ -54,8 +50,7 @@ def oracle_script(task: Task) -> ScriptedLLM:
 class EpisodeSpec:
     """Everything an episode needs besides the environment."""
 
-    benchmark: str  # "intercode-sql" | "intercode-bash"
-    domain: str  # "sql" | "bash"
+    benchmark: Benchmark
     dataset: str
     method: str
     models: ModelAssignment
@@ -80,7 +75,7 @@ def run_episode(
     t0 = clock()
     task = env.task(index)
     env.reset(index)
-    flow, view = build_method(spec.method, spec.domain, grammar=spec.grammar)
+    flow, view = build_method(spec.method, spec.benchmark, grammar=spec.grammar)
     if spec.oracle:
         models: ModelAssignment | ModelProfile = ORACLE_PROFILE
         scripts: Mapping[str, ScriptedLLM] = {"oracle": oracle_script(task)}
@@ -88,7 +83,7 @@ def run_episode(
         models, scripts = spec.models, (spec.scripts or {})
     result = run(
         flow,
-        task_prompt(spec.domain, task),
+        spec.benchmark.task_prompt(task),
         models=models,
         view=view,
         env=env,
@@ -118,7 +113,7 @@ def run_episode(
     usage = result.usage()
     actions = [m for m in result.history if m.kind.value == "llm"]
     return {
-        "benchmark": spec.benchmark,
+        "benchmark": spec.benchmark.name,
         "dataset": spec.dataset,
         "method": spec.method,
         "view": result.view,
