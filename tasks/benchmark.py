@@ -132,7 +132,7 @@ class Benchmark:
             return self.methods[name]
         except KeyError:
             raise ValueError(
-                f"method {name!r} does not apply to {self.name}; choose from: {', '.join(self.methods)} "
+                f"unknown method {name!r} for {self.name}; choose from: {', '.join(self.methods)} "
                 "(or give a flow as module:attribute)"
             ) from None
 
