@@ -23,7 +23,7 @@ from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 
-__all__ = ["ORACLE_PROFILE", "EpisodeSpec", "oracle_script", "run_episode"]
+__all__ = ["ORACLE_PROFILE", "EpisodeSpec", "crashed_local_servers", "oracle_script", "run_episode"]
 
 ORACLE_PROFILE = ModelProfile(name="oracle", model="gold-replay", provider="scripted", api_key_env=None)
 
@@ -63,6 +63,28 @@ class EpisodeSpec:
     http: HttpClients | None = None
 
 
+def crashed_local_servers(models: ModelAssignment) -> list[str]:
+    """Why the embedded model servers of ``models`` died, if they did (one message per server).
+
+    An episode whose model calls failed only says "connection refused"; this asks each ``local``
+    profile's managed server (:func:`stateflow.backends.local.check_server`), whose answer names
+    the exit signal and the server log's tail. The next request restarts the server.
+    """
+    from stateflow.backends.local import ServerCrashedError, check_server
+
+    found: list[str] = []
+    checked: set[str | None] = set()
+    for profile in models.profiles.values():
+        if profile.provider != "local" or profile.local_model in checked:
+            continue
+        checked.add(profile.local_model)
+        try:
+            check_server(profile)
+        except ServerCrashedError as crash:
+            found.append(f"local model server {profile.local_model!r} crashed: {crash}")
+    return found
+
+
 def _submit_for_agent(env: Environment) -> tuple[float, dict[str, Any]]:
     _, reward, _, info = env.step("submit")
     return float(reward), info
@@ -97,6 +119,10 @@ def run_episode(
     status = "ok"
     if result.stop_reason == "error":
         status = "timeout" if (result.error or "").startswith("RunTimeout") else "error"
+        if status == "error" and not spec.oracle:  # a dead model server: say so, not just "refused"
+            crashes = crashed_local_servers(spec.models)
+            if crashes:
+                result.error = "; ".join([result.error or "error", *crashes])
     submitted = bool(v.get("done"))
     if "best_reward" in v:  # Try-Again: the best score over all attempts
         reward_raw = float(v.get("reward", v["best_reward"]))

@@ -58,9 +58,6 @@ class CountingEnv:
         self.last = len(command.removeprefix("len ").strip())
         return self.last, 0.0, False, {"action_executed": True}
 
-    def render_observation(self, observation: Any) -> str:
-        return str(observation)
-
     def close(self) -> None:
         self.closed = True
 
