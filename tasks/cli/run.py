@@ -269,6 +269,7 @@ def register(app: typer.Typer) -> None:
         table's columns): the paper's flow rarely succeeds with a 1.5B model and takes several
         times longer. With any other model, or --flow paper, it runs the paper's flow.
         """
+        from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL
         from stateflow.tasks.metrics import summarize
         from stateflow.tasks.report import metrics_table, write_report
         from stateflow.tasks.runner import RunSpec, evaluate
@@ -285,8 +286,8 @@ def register(app: typer.Typer) -> None:
         console.print(f"SQL flow: {what}")
         records: list[dict] = []
         parts = (
-            ("intercode-sql", sql_tasks, sql_methods),
-            ("intercode-bash", bash_tasks, ("stateflow", "sf_agent")),
+            (INTERCODE_SQL, sql_tasks, sql_methods),
+            (INTERCODE_BASH, bash_tasks, ("stateflow", "sf_agent")),
         )
         for bench, sel, methods in parts:
             spec = RunSpec(
