@@ -81,8 +81,10 @@ def spec_agent_methods(domain: str, spec_domain: SpecDomain, fmt: ObservationFor
 def resolve_method(benchmark: Benchmark, name: str) -> Method:
     """The method ``name`` of ``benchmark``, or a user's flow given as ``module:attribute``.
 
-    A user's flow runs in the StateFlow view; its method name is the reference as given, so its
-    records, resume and report work like a built-in method's.
+    A user's flow runs in the StateFlow view, as written (``--grammar`` does not rebuild it); its
+    method name is the reference as given, so its records, resume and report work like a
+    built-in method's. It is imported in the process that runs the episode: with Ray workers
+    the module must be importable there too.
 
     Raises:
         ValueError: an unknown method name (the message lists the benchmark's methods).
