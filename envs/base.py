@@ -69,10 +69,6 @@ class Environment(Protocol):
         """Execute ``action``; returns ``(observation, reward, done, info)`` like upstream."""
         ...
 
-    def render_observation(self, observation: Any) -> str:
-        """The observation as the agent sees it in a prompt (upstream: ``str(observation)``)."""
-        ...
-
     def close(self) -> None:
         """Release every resource (servers, sandboxes, temp dirs). Idempotent."""
         ...

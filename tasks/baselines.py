@@ -31,22 +31,16 @@ from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolRe
 __all__ = ["build_plan_solve", "build_react", "build_try_again"]
 
 
-def _fmt(domain: str, fmt: ObservationFormat | None) -> ObservationFormat:
-    return fmt or ObservationFormat(full_schema=domain == "sql")
-
-
 def _system(domain: str, key: str) -> str:
     return load_prompt(domain, "system") + "\n\n" + load_prompt(domain, key)
 
 
-def build_react(
-    domain: str, *, refined: bool = False, grammar: bool = False, fmt: ObservationFormat | None = None
-) -> Flow:
-    """ReAct (or ReAct_Refined) for ``domain`` ("sql" or "bash")."""
+def build_react(domain: str, *, fmt: ObservationFormat, refined: bool = False, grammar: bool = False) -> Flow:
+    """ReAct (or ReAct_Refined) reading ``prompts/<domain>/``, showing observations with ``fmt``."""
     act = State(
         "Act",
         LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=repeats_last_action),
-        execute(fmt=_fmt(domain, fmt)),
+        execute(fmt=fmt),
         description="think, act, observe",
     )
     end = State("End", final=True)
@@ -64,14 +58,14 @@ def build_react(
     )
 
 
-def build_plan_solve(domain: str, *, grammar: bool = False, fmt: ObservationFormat | None = None) -> Flow:
+def build_plan_solve(domain: str, *, fmt: ObservationFormat, grammar: bool = False) -> Flow:
     """Plan & Solve: plan once, then execute step by step."""
     plan = State("Plan", Prompt(load_prompt(domain, "plan")), LLM(), description="write a plan, no action")
     solve = State(
         "Execute",
         Prompt(load_prompt(domain, "plan_execute")),
         LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=repeats_last_action),
-        execute(fmt=_fmt(domain, fmt)),
+        execute(fmt=fmt),
         description="carry out the plan",
     )
     end = State("End", final=True)
@@ -114,12 +108,12 @@ def _execute_and_score(fmt: ObservationFormat) -> Tool:
     return Tool(run, "execute_and_score")
 
 
-def build_try_again(domain: str, *, grammar: bool = False, fmt: ObservationFormat | None = None) -> Flow:
+def build_try_again(domain: str, *, fmt: ObservationFormat, grammar: bool = False) -> Flow:
     """InterCode's Try-Again loop: act, get scored, retry until solved or out of turns."""
     attempt = State(
         "Attempt",
         LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=repeats_last_action),
-        _execute_and_score(_fmt(domain, fmt)),
+        _execute_and_score(fmt),
         description="run a command and see its score",
     )
     end = State("End", final=True)

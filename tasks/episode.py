@@ -16,20 +16,16 @@ from typing import Any
 
 from stateflow.envs.base import Environment, Task
 from stateflow.tasks.actions import parse_action
+from stateflow.tasks.benchmark import Benchmark
 from stateflow.tasks.methods import build_method
 
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 
-__all__ = ["ORACLE_PROFILE", "EpisodeSpec", "oracle_script", "run_episode", "task_prompt"]
+__all__ = ["ORACLE_PROFILE", "EpisodeSpec", "crashed_local_servers", "oracle_script", "run_episode"]
 
 ORACLE_PROFILE = ModelProfile(name="oracle", model="gold-replay", provider="scripted", api_key_env=None)
-
-
-def task_prompt(domain: str, task: Task) -> str:
-    """The first message of an episode."""
-    return f"Question: {task.query}" if domain == "sql" else f"Task: {task.query}"
 
 
 def oracle_script(task: Task) -> ScriptedLLM:
@@ -54,8 +50,7 @@ def oracle_script(task: Task) -> ScriptedLLM:
 class EpisodeSpec:
     """Everything an episode needs besides the environment."""
 
-    benchmark: str  # "intercode-sql" | "intercode-bash"
-    domain: str  # "sql" | "bash"
+    benchmark: Benchmark
     dataset: str
     method: str
     models: ModelAssignment
@@ -66,6 +61,28 @@ class EpisodeSpec:
     oracle: bool = False
     scripts: Mapping[str, ScriptedLLM] | None = None
     http: HttpClients | None = None
+
+
+def crashed_local_servers(models: ModelAssignment) -> list[str]:
+    """Why the embedded model servers of ``models`` died, if they did (one message per server).
+
+    An episode whose model calls failed only says "connection refused"; this asks each ``local``
+    profile's managed server (:func:`stateflow.backends.local.check_server`), whose answer names
+    the exit signal and the server log's tail. The next request restarts the server.
+    """
+    from stateflow.backends.local import ServerCrashedError, check_server
+
+    found: list[str] = []
+    checked: set[str | None] = set()
+    for profile in models.profiles.values():
+        if profile.provider != "local" or profile.local_model in checked:
+            continue
+        checked.add(profile.local_model)
+        try:
+            check_server(profile)
+        except ServerCrashedError as crash:
+            found.append(f"local model server {profile.local_model!r} crashed: {crash}")
+    return found
 
 
 def _submit_for_agent(env: Environment) -> tuple[float, dict[str, Any]]:
@@ -80,7 +97,7 @@ def run_episode(
     t0 = clock()
     task = env.task(index)
     env.reset(index)
-    flow, view = build_method(spec.method, spec.domain, grammar=spec.grammar)
+    flow, view = build_method(spec.method, spec.benchmark, grammar=spec.grammar)
     if spec.oracle:
         models: ModelAssignment | ModelProfile = ORACLE_PROFILE
         scripts: Mapping[str, ScriptedLLM] = {"oracle": oracle_script(task)}
@@ -88,7 +105,7 @@ def run_episode(
         models, scripts = spec.models, (spec.scripts or {})
     result = run(
         flow,
-        task_prompt(spec.domain, task),
+        spec.benchmark.task_prompt(task),
         models=models,
         view=view,
         env=env,
@@ -102,6 +119,10 @@ def run_episode(
     status = "ok"
     if result.stop_reason == "error":
         status = "timeout" if (result.error or "").startswith("RunTimeout") else "error"
+        if status == "error" and not spec.oracle:  # a dead model server: say so, not just "refused"
+            crashes = crashed_local_servers(spec.models)
+            if crashes:
+                result.error = "; ".join([result.error or "error", *crashes])
     submitted = bool(v.get("done"))
     if "best_reward" in v:  # Try-Again: the best score over all attempts
         reward_raw = float(v.get("reward", v["best_reward"]))
@@ -118,7 +139,7 @@ def run_episode(
     usage = result.usage()
     actions = [m for m in result.history if m.kind.value == "llm"]
     return {
-        "benchmark": spec.benchmark,
+        "benchmark": spec.benchmark.name,
         "dataset": spec.dataset,
         "method": spec.method,
         "view": result.view,

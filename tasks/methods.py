@@ -1,107 +1,107 @@
-"""Every method the runner can evaluate: name -> (flow builder, view).
+"""Method tables: the named ways of solving a benchmark, and resolving a ``--method`` value.
 
-StateFlow methods come in both views; ablations are switches of the same flow definition.
+A benchmark's methods are a mapping ``name -> Method`` (see :class:`stateflow.tasks.benchmark.Method`);
+the helpers here build the families the built-in benchmarks share: a StateFlow flow in both views
+(:func:`stateflow_methods`), the paper's baselines (:func:`baseline_methods`) and the library spec
+agents (:func:`spec_agent_methods`).
+
+A ``--method`` value is a method name of the benchmark or ``module:attribute`` naming a user's
+:class:`~stateflow.Flow` (or a zero-argument function returning one), importable from the
+current directory: it is evaluated like any other method (:func:`resolve_method`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from stateflow.sf_agent import SFAgentView
 from stateflow.tasks.baselines import build_plan_solve, build_react, build_try_again
-from stateflow.tasks.intercode_bash import build_bash_flow
-from stateflow.tasks.intercode_sql import build_sql_flow
-from stateflow.tasks.pdoctor import add_pdoctor
+from stateflow.tasks.benchmark import Benchmark, Method
 from stateflow.tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, build_spec_agent
+from stateflow.tasks.spec_prompts import SpecDomain
+from stateflow.tasks.tools import ObservationFormat
 
 from stateflow import Flow, StateFlowView, View
+from stateflow.flow_ref import is_flow_ref, load_flow
 
-__all__ = ["METHODS", "Method", "build_method"]
-
-
-@dataclass(frozen=True)
-class Method:
-    """A named way of solving tasks: how to build its flow for a domain, and in which view."""
-
-    name: str
-    build: Callable[[str, bool], Flow]  # (domain, grammar) -> flow
-    view: Callable[[], View]
-    domains: tuple[str, ...] = ("sql", "bash")
-    description: str = ""
+__all__ = [
+    "baseline_methods",
+    "build_method",
+    "resolve_method",
+    "spec_agent_methods",
+    "stateflow_methods",
+]
 
 
-def _stateflow(**switches: bool) -> Callable[[str, bool], Flow]:
-    def build(domain: str, grammar: bool) -> Flow:
-        if domain == "sql":
-            return build_sql_flow(grammar=grammar, **switches)
-        return build_bash_flow(grammar=grammar)
-
-    return build
-
-
-def _methods() -> dict[str, Method]:
-    out: dict[str, Method] = {}
-    ablations = {
-        "": {},
-        "_no_verify": {"verify": False},
-        "_no_error": {"error": False},
-        "_no_observe": {"observe": False},
-        "_schema": {"schema": True},  # a variant for small models, not an ablation of the paper's flow
+def stateflow_methods(suffix: str, build: Callable[[bool], Flow]) -> dict[str, Method]:
+    """``stateflow<suffix>`` (StateFlow view) and ``sf_agent<suffix>`` (SF_Agent view) of one flow."""
+    return {
+        f"stateflow{suffix}": Method(
+            f"stateflow{suffix}", build, StateFlowView, "StateFlow (one agent, instructions in the history)"
+        ),
+        f"sf_agent{suffix}": Method(
+            f"sf_agent{suffix}", build, SFAgentView, "SF_Agent (one agent per state, private instructions)"
+        ),
     }
-    for suffix, switches in ablations.items():
-        domains = ("sql", "bash") if not suffix else ("sql",)
-        out[f"stateflow{suffix}"] = Method(
-            f"stateflow{suffix}",
-            _stateflow(**switches),
+
+
+def baseline_methods(domain: str, fmt: ObservationFormat) -> dict[str, Method]:
+    """The paper's baselines reading ``prompts/<domain>/`` and showing observations with ``fmt``."""
+    return {
+        "react": Method("react", lambda g: build_react(domain, fmt=fmt, grammar=g), StateFlowView, "ReAct"),
+        "react_refined": Method(
+            "react_refined",
+            lambda g: build_react(domain, fmt=fmt, refined=True, grammar=g),
             StateFlowView,
-            domains,
-            "StateFlow (one agent, instructions in the history)",
-        )
-        out[f"sf_agent{suffix}"] = Method(
-            f"sf_agent{suffix}",
-            _stateflow(**switches),
-            SFAgentView,
-            domains,
-            "SF_Agent (one agent per state, private instructions)",
-        )
-    out["react"] = Method("react", lambda d, g: build_react(d, grammar=g), StateFlowView, description="ReAct")
-    out["react_refined"] = Method(
-        "react_refined",
-        lambda d, g: build_react(d, refined=True, grammar=g),
-        StateFlowView,
-        description="ReAct with inspect-first examples",
-    )
-    out["plan_solve"] = Method(
-        "plan_solve", lambda d, g: build_plan_solve(d, grammar=g), StateFlowView, description="Plan & Solve"
-    )
-    out["try_again"] = Method(
-        "try_again", lambda d, g: build_try_again(d, grammar=g), StateFlowView, description="InterCode Try-Again"
-    )
-    for stem, spec_name in SPEC_AGENTS.items():  # library spec agents x enforcement
+            "ReAct with inspect-first examples",
+        ),
+        "plan_solve": Method(
+            "plan_solve", lambda g: build_plan_solve(domain, fmt=fmt, grammar=g), StateFlowView, "Plan & Solve"
+        ),
+        "try_again": Method(
+            "try_again", lambda g: build_try_again(domain, fmt=fmt, grammar=g), StateFlowView, "InterCode Try-Again"
+        ),
+    }
+
+
+def spec_agent_methods(domain: str, spec_domain: SpecDomain, fmt: ObservationFormat) -> dict[str, Method]:
+    """Every library spec agent under every enforcement (``spec_<stem>_<mode>``); grammar is theirs."""
+    out: dict[str, Method] = {}
+    for stem, spec_name in SPEC_AGENTS.items():
         for mode in ENFORCEMENTS:
             out[f"spec_{stem}_{mode}"] = Method(
                 f"spec_{stem}_{mode}",
-                lambda d, g, stem=stem, mode=mode: build_spec_agent(stem, mode, d),
+                lambda g, stem=stem, mode=mode: build_spec_agent(stem, mode, spec_domain, prefix=domain, fmt=fmt),
                 StateFlowView,
-                description=f"spec agent {spec_name} (enforcement: {mode})",
+                f"spec agent {spec_name} (enforcement: {mode})",
             )
     return out
 
 
-METHODS: dict[str, Method] = add_pdoctor(_methods())  # react/stateflow/sf_agent also run pdoctor
+def resolve_method(benchmark: Benchmark, name: str) -> Method:
+    """The method ``name`` of ``benchmark``, or a user's flow given as ``module:attribute``.
 
-
-def build_method(name: str, domain: str, *, grammar: bool = False) -> tuple[Flow, View]:
-    """The flow and view of method ``name`` for ``domain``.
+    A user's flow runs in the StateFlow view, as written (``--grammar`` does not rebuild it); its
+    method name is the reference as given, so its records, resume and report work like a
+    built-in method's. It is imported in the process that runs the episode: with Ray workers
+    the module must be importable there too.
 
     Raises:
-        ValueError: unknown method or a method that does not apply to the domain.
+        ValueError: an unknown method name (the message lists the benchmark's methods).
+        stateflow.errors.ConfigError: a ``module:attribute`` that does not name a flow.
     """
-    try:
-        method = METHODS[name]
-    except KeyError:
-        raise ValueError(f"unknown method {name!r}; choose from: {', '.join(METHODS)}") from None
-    if domain not in method.domains:
-        raise ValueError(f"method {name!r} applies to {', '.join(method.domains)}, not {domain!r}")
-    return method.build(domain, grammar), method.view()
+    if name in benchmark.methods or not is_flow_ref(name):
+        return benchmark.method(name)
+    flow = load_flow(name)  # imported once, so an import error shows before the run starts
+    return Method(name, lambda grammar: flow, StateFlowView, f"user flow {flow.name}")
+
+
+def build_method(name: str, benchmark: Benchmark, *, grammar: bool = False) -> tuple[Flow, View]:
+    """The flow and view of method ``name`` (or ``module:attribute``) on ``benchmark``.
+
+    Raises:
+        ValueError: unknown method or a method that does not apply to the benchmark.
+        stateflow.errors.ConfigError: a ``module:attribute`` that does not name a flow.
+    """
+    method = resolve_method(benchmark, name)
+    return method.build(grammar), method.view()

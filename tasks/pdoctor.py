@@ -27,9 +27,7 @@ Both flows stop after a step budget of ``max(--max-turns, 2 x actions + 2)`` too
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import replace
-from typing import Any, TypeVar
+from typing import Any
 
 from stateflow.envs.pdoctor import ErrorClass, PDoctorEnv, SynthesisConfig, Verdict, classify, parse_range, step_budget
 from stateflow.tasks.prompts import load_prompt
@@ -39,7 +37,6 @@ from stateflow.errors import ConfigError
 
 __all__ = [
     "ERROR_CLASSES",
-    "add_pdoctor",
     "build_planning_flow",
     "build_react_flow",
     "dataset_label",
@@ -357,35 +354,7 @@ def build_planning_flow(grammar: bool = False) -> Flow:
     )
 
 
-# -- runner integration ----------------------------------------------------------------------
-
-M = TypeVar("M")
-
-_BUILDERS: dict[str, Callable[[bool], Flow]] = {
-    "react": build_react_flow,
-    "stateflow": build_planning_flow,
-    "sf_agent": build_planning_flow,
-}
-
-
-def _dispatch(original: Callable[[str, bool], Flow], pdoctor: Callable[[bool], Flow]) -> Callable[[str, bool], Flow]:
-    def build(domain: str, grammar: bool) -> Flow:
-        return pdoctor(grammar) if domain == "pdoctor" else original(domain, grammar)
-
-    return build
-
-
-def add_pdoctor(methods: dict[str, M]) -> dict[str, M]:
-    """``methods`` with ``react``, ``stateflow`` and ``sf_agent`` also applying to ``pdoctor``.
-
-    ``methods`` maps names to :class:`stateflow.tasks.methods.Method` records (taken generically to keep
-    the import one-way: stateflow.tasks.methods imports this module).
-    """
-    out = dict(methods)
-    for name, build in _BUILDERS.items():
-        m: Any = out[name]
-        out[name] = replace(m, build=_dispatch(m.build, build), domains=(*m.domains, "pdoctor"))
-    return out
+# -- reports and the CLI ---------------------------------------------------------------------
 
 
 def episode_error_class(record: dict[str, Any]) -> str | None:

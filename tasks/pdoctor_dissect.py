@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 
 from stateflow.envs.pdoctor import PDoctorEnv, Request, SynthesisConfig
 from stateflow.envs.pdoctor.dissection import Diagnosis, dissect
+from stateflow.tasks.benchmarks import PDOCTOR
 from stateflow.tasks.methods import build_method
 
 from stateflow import ModelAssignment, ModelProfile, run
@@ -30,7 +31,7 @@ def attempt_with(
     timeout_s: float | None = 600.0,
 ) -> Callable[[Request], bool]:
     """``attempt(request) -> passed``: one episode of ``method`` on any request."""
-    flow, view = build_method(method, "pdoctor", grammar=grammar)
+    flow, view = build_method(method, PDOCTOR, grammar=grammar)
 
     def attempt(request: Request) -> bool:
         env = PDoctorEnv(SynthesisConfig(n=1))

@@ -113,13 +113,13 @@ def write_plots(records: list[dict[str, Any]], out: Path) -> list[Path]:
 def _svg_for(method: str, benchmark: str) -> str:
     """The method's state graph as inline SVG (empty string with a note if Graphviz is absent)."""
     from stateflow.tasks.methods import build_method
-    from stateflow.tasks.runner import BENCHMARKS
+    from stateflow.tasks.registry import default_registry
 
     dot = shutil.which("dot")
     if dot is None:
         return "<p class=note>Graphviz is not installed, so the state graph is not drawn.</p>"
     try:
-        flow, _ = build_method(method, BENCHMARKS[benchmark])
+        flow, _ = build_method(method, default_registry().get(benchmark))
     except (ValueError, KeyError) as err:
         return f"<p class=note>no graph: {html.escape(str(err))}</p>"
     proc = subprocess.run([dot, "-Tsvg"], input=to_dot(flow), text=True, capture_output=True)

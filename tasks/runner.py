@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from stateflow.envs.base import Environment
+from stateflow.tasks.benchmark import Benchmark, EnvOptions
 from stateflow.tasks.episode import ORACLE_PROFILE, EpisodeSpec, run_episode
 from stateflow.tasks.executors import EpisodeExecutor, ThreadExecutor
 from stateflow.tasks.identity import (
@@ -35,8 +36,8 @@ from stateflow.tasks.identity import (
     prompts_fingerprint,
 )
 from stateflow.tasks.methods import build_method
-from stateflow.tasks.prompts import PROMPTS_DIR
 from stateflow.tasks.records import ResultsFile, latest_records, record_key
+from stateflow.tasks.registry import default_registry
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.http import HttpClients
@@ -44,7 +45,6 @@ from stateflow.backends.scripted import ScriptedLLM
 from stateflow.errors import ConfigError
 
 __all__ = [
-    "BENCHMARKS",
     "MixedSettingsError",
     "RunSpec",
     "RunSummary",
@@ -54,8 +54,6 @@ __all__ = [
     "run_identities",
     "select_tasks",
 ]
-
-BENCHMARKS = {"intercode-sql": "sql", "intercode-bash": "bash", "pdoctor": "pdoctor"}
 
 
 @dataclass(frozen=True)
@@ -114,9 +112,17 @@ def select_tasks(selection: str, total: int) -> TaskSelection:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A whole evaluation (what ``stateflow run`` is given)."""
+    """A whole evaluation (what ``stateflow run`` is given).
 
-    benchmark: str
+    ``benchmark`` is a :class:`~stateflow.tasks.benchmark.Benchmark` or the name of one in
+    :func:`~stateflow.tasks.registry.default_registry`; :attr:`bench` is the object either way.
+    ``methods`` are names of the benchmark's methods or ``module:attribute`` flow references.
+
+    Raises:
+        ValueError: (at construction) an unknown benchmark name.
+    """
+
+    benchmark: str | Benchmark
     methods: tuple[str, ...]
     models: ModelAssignment
     models_label: str
@@ -136,38 +142,39 @@ class RunSpec:
     mix_settings: bool = False
     scripts: dict[str, ScriptedLLM] = field(default_factory=dict, compare=False)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.benchmark, str):
+            object.__setattr__(self, "benchmark", default_registry().get(self.benchmark))
+
     @property
-    def domain(self) -> str:
-        try:
-            return BENCHMARKS[self.benchmark]
-        except KeyError:
-            raise ValueError(f"unknown benchmark {self.benchmark!r}; choose {', '.join(BENCHMARKS)}") from None
+    def bench(self) -> Benchmark:
+        """The benchmark object (a name given at construction is resolved then)."""
+        assert isinstance(self.benchmark, Benchmark)  # __post_init__ resolved a name
+        return self.benchmark
 
     @property
     def resolved_backend(self) -> str:
-        """The environment backend, with the domain's default filled in."""
-        return self.backend or ("embedded" if self.domain == "sql" else "sandbox")
+        """The environment backend, with the benchmark's default filled in.
+
+        Raises:
+            ValueError: a backend the benchmark does not have.
+        """
+        return self.bench.backend_or_default(self.backend)
+
+    def env_options(self) -> EnvOptions:
+        """What :attr:`Benchmark.open_env` is given for this run."""
+        return EnvOptions(
+            dataset=self.dataset,
+            backend=self.resolved_backend,
+            dsn=self.dsn,
+            data_dir=self.data_dir,
+            database_scope=self.sql_database_scope,
+        )
 
 
 def open_env(spec: RunSpec) -> Environment:
     """Open one environment for ``spec`` (each worker opens its own)."""
-    if spec.domain == "pdoctor":  # synthesized planning requests; the dataset names the synthesis settings
-        from stateflow.envs.pdoctor import open_pdoctor_env
-
-        return open_pdoctor_env(spec.dataset)
-    if spec.domain == "sql":
-        from stateflow.envs.sql import open_sql_env
-
-        return open_sql_env(
-            spec.dataset,
-            backend=spec.resolved_backend,
-            dsn=spec.dsn,
-            data_dir=spec.data_dir,
-            database_scope=spec.sql_database_scope,  # type: ignore[arg-type]  # validated by open_sql_env
-        )
-    from stateflow.envs.bash import open_bash_env
-
-    return open_bash_env(spec.dataset, backend=spec.resolved_backend, data_dir=spec.data_dir)
+    return spec.bench.open_env(spec.env_options())
 
 
 class MixedSettingsError(ConfigError):
@@ -233,26 +240,26 @@ def run_identities(spec: RunSpec, dataset_sha256: str) -> dict[str, EpisodeIdent
     Raises:
         ValueError: unknown benchmark or method, or a method that does not apply to the domain.
     """
-    domain = spec.domain
+    bench = spec.bench
     models: ModelAssignment | ModelProfile = ORACLE_PROFILE if spec.oracle else spec.models
     out: dict[str, EpisodeIdentity] = {}
     for m in spec.methods:
-        flow, _ = build_method(m, domain, grammar=spec.grammar)
+        flow, _ = build_method(m, bench, grammar=spec.grammar)
         out[m] = EpisodeIdentity(
-            benchmark=spec.benchmark,
+            benchmark=bench.name,
             dataset=spec.dataset,
             dataset_sha256=dataset_sha256,
             method=m,
             flow=flow.name,
             flow_sha256=flow_fingerprint(flow),
-            prompts_sha256=prompts_fingerprint(PROMPTS_DIR / domain),
+            prompts_sha256=prompts_fingerprint(bench.prompts_dir),
             policy="oracle" if spec.oracle else "llm",
             models="oracle" if spec.oracle else spec.models_label,
             models_sha256=models_fingerprint(models),
             max_turns=spec.max_turns,
             grammar=spec.grammar,
             backend=spec.resolved_backend,
-            database_scope=spec.sql_database_scope if domain == "sql" else None,
+            database_scope=spec.sql_database_scope if bench.database_scope else None,
         )
     return out
 
@@ -324,13 +331,12 @@ def evaluate(
             settings and ``spec.mix_settings`` is off.
     """
     console = console or Console(stderr=True)
-    domain = spec.domain
     methods = tuple(dict.fromkeys(spec.methods))
     if len(methods) < len(spec.methods):
         console.print(f"[yellow]note:[/] methods repeated in {','.join(spec.methods)}; each runs once")
         spec = replace(spec, methods=methods)
     for m in methods:
-        build_method(m, domain)  # unknown methods fail before anything starts
+        build_method(m, spec.bench)  # unknown methods fail before anything starts
     probe = env_factory(spec)
     try:
         selection = select_tasks(spec.tasks, len(probe))
@@ -399,6 +405,7 @@ def _run(
         json.dumps(
             {f.name: getattr(spec, f.name) for f in fields(spec) if f.name not in ("models", "scripts")}
             | {
+                "benchmark": spec.bench.name,
                 "models": identities[spec.methods[0]].models,
                 "tasks_selected": len(selection.indices),
                 "identities": {m: ident.digest for m, ident in identities.items()},
@@ -413,8 +420,7 @@ def _run(
     http = HttpClients()
     specs = {
         m: EpisodeSpec(
-            benchmark=spec.benchmark,
-            domain=spec.domain,
+            benchmark=spec.bench,
             dataset=spec.dataset,
             method=m,
             models=spec.models,
@@ -453,7 +459,7 @@ def _run(
         console.print("[yellow]interrupted:[/] finishing the episodes in flight (Ctrl-C again to abort)")
 
     with bar:
-        tid = bar.add_task(f"{spec.benchmark} {','.join(spec.methods)}", total=len(jobs), stats=live.text())
+        tid = bar.add_task(f"{spec.bench.name} {','.join(spec.methods)}", total=len(jobs), stats=live.text())
         try:
             for record in executor.run(jobs, work, on_interrupt):
                 results.append(record)  # recorded before anything else can go wrong

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from stateflow.envs.base import Environment
 from stateflow.tasks.actions import statement_kind
-from stateflow.tasks.spec_prompts import system_message
+from stateflow.tasks.spec_prompts import SpecDomain, system_message
 from stateflow.tasks.tools import ObservationFormat
 
 from stateflow import Context, Flow, State, Tool, ToolResult, Transition
@@ -117,7 +117,7 @@ class _InterCodeTool:
     def __init__(
         self,
         env: Environment,
-        domain: str,
+        fmt: ObservationFormat,
         question: str,
         spec: AgentSpec,
         ctx_vars: dict[str, Any],
@@ -127,14 +127,13 @@ class _InterCodeTool:
         max_concurrency: int,
         messages: list[dict[str, Any]],
     ):
-        self.env, self.domain, self.question, self.spec = env, domain, question, spec
+        self.env, self.fmt, self.question, self.spec = env, fmt, question, spec
         self.vars = ctx_vars
         self.max_turns = max_turns
         self.completer = completer
         self.summariser = summariser
         self.max_concurrency = max_concurrency
         self.messages = messages
-        self.fmt = ObservationFormat(full_schema=domain == "sql")
         self.steps_log: list[dict[str, Any]] = []  # concurrent steps and summaries, for the record
         self.extra_prompt_tokens = 0
         self.extra_completion_tokens = 0
@@ -237,11 +236,11 @@ def _completer(ctx: Context, profile: ModelProfile) -> Completer:
     return completer_for(profile, http=ctx.http)
 
 
-def _question(env: Environment, domain: str, task_text: str, ctx_vars: dict[str, Any]) -> str:
-    """The task as the agent sees it; for SQL with every table's columns (the set-up counts one
-    turn, as the schema variant of the StateFlow flow does)."""
+def _question(env: Environment, domain: SpecDomain, task_text: str, ctx_vars: dict[str, Any]) -> str:
+    """The task as the agent sees it; with ``domain.describe_schema`` followed by every table's
+    columns (the set-up counts one turn, as the schema variant of the StateFlow flow does)."""
     query = task_text.removeprefix("Question: ").removeprefix("Task: ")
-    if domain != "sql":
+    if not domain.describe_schema:
         return query
     ctx_vars["turns"] = ctx_vars.get("turns", 0) + 1
     tables, _, _, info = env.step("SHOW TABLES")
@@ -256,7 +255,7 @@ def _question(env: Environment, domain: str, task_text: str, ctx_vars: dict[str,
     return f"{query}\nTables: {', '.join(described)}"
 
 
-def run_spec_episode(ctx: Context, config: SpecAgentConfig, domain: str) -> ToolResult:
+def run_spec_episode(ctx: Context, config: SpecAgentConfig, domain: SpecDomain, fmt: ObservationFormat) -> ToolResult:
     """Run one spec-agent episode on ``ctx.env`` (already reset to the task) and submit.
 
     Sets ``ctx.vars`` ``turns``, ``failed``, ``done``, ``reward``, ``submit_info`` like the
@@ -285,7 +284,7 @@ def run_spec_episode(ctx: Context, config: SpecAgentConfig, domain: str) -> Tool
 
     tool = _InterCodeTool(
         env,
-        domain,
+        fmt,
         question,
         spec,
         ctx.vars,
@@ -344,22 +343,30 @@ def run_spec_episode(ctx: Context, config: SpecAgentConfig, domain: str) -> Tool
 
 
 def build_spec_agent(
-    stem: str, enforcement: Enforcement, domain: str, *, config: SpecAgentConfig | None = None
+    stem: str,
+    enforcement: Enforcement,
+    domain: SpecDomain,
+    *,
+    prefix: str,
+    fmt: ObservationFormat,
+    config: SpecAgentConfig | None = None,
 ) -> Flow:
     """The runner's flow for spec agent ``stem`` (a key of :data:`SPEC_AGENTS`) under ``enforcement``.
 
-    ``config`` replaces the default settings (its ``spec`` and ``enforcement`` then rule).
+    ``domain`` describes the benchmark to the agent, ``fmt`` shows its observations, ``prefix``
+    (the benchmark's domain name) starts the flow's name. ``config`` replaces the default
+    settings (its ``spec`` and ``enforcement`` then rule).
     """
     config = config or SpecAgentConfig(SPEC_AGENTS[stem], enforcement)
     enforcement = config.enforcement
 
     def spec_agent(ctx: Context) -> ToolResult:
-        return run_spec_episode(ctx, config, domain)
+        return run_spec_episode(ctx, config, domain, fmt)
 
     agent = State("Agent", Tool(spec_agent, f"spec_{stem}"), description=f"{config.spec} spec agent ({enforcement})")
     end = State("End", final=True)
     return Flow(
-        f"{domain}-spec-{stem}-{enforcement}",
+        f"{prefix}-spec-{stem}-{enforcement}",
         initial=agent,
         states=[agent, end],
         transitions=[Transition(agent, end)],

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from stateflow.spec import AgentSpec
 
-__all__ = ["EXAMPLES", "DomainExample", "example_transcript", "system_message"]
+__all__ = ["BASH_SPEC_DOMAIN", "SQL_SPEC_DOMAIN", "DomainExample", "SpecDomain", "example_transcript", "system_message"]
 
 
 @dataclass(frozen=True)
@@ -24,50 +24,74 @@ class DomainExample:
     answer_output: str
 
 
-EXAMPLES: dict[str, DomainExample] = {
-    "sql": DomainExample(
-        question=(
-            "How many singers are from France?\n"
-            "Tables: singer(singer_id int, name varchar, country varchar, age int), "
-            "concert(concert_id int, concert_name varchar, year int)"
-        ),
-        steps=(
-            (
-                "I need to see how countries are written.",
-                "SELECT DISTINCT country FROM singer",
-                "[('France',), ('Netherlands',)]",
-            ),
-            ("I can count the French singers.", "SELECT count(*) FROM singer WHERE country = 'France'", "[(4,)]"),
-        ),
-        answer="SELECT count(*) FROM singer WHERE country = 'France'",
-        answer_output="[(4,)]",
+SQL_EXAMPLE = DomainExample(
+    question=(
+        "How many singers are from France?\n"
+        "Tables: singer(singer_id int, name varchar, country varchar, age int), "
+        "concert(concert_id int, concert_name varchar, year int)"
     ),
-    "bash": DomainExample(
-        question="Count the .txt files anywhere under /testbed.",
-        steps=(
-            ("I should look at the folder first.", "ls /testbed", "dir1\nnotes.txt\nrun.sh"),
-            (
-                "Files may be nested: find them all.",
-                "find /testbed -type f -name '*.txt'",
-                "/testbed/notes.txt\n/testbed/dir1/a.txt",
-            ),
+    steps=(
+        (
+            "I need to see how countries are written.",
+            "SELECT DISTINCT country FROM singer",
+            "[('France',), ('Netherlands',)]",
         ),
-        answer="find /testbed -type f -name '*.txt' | wc -l",
-        answer_output="2",
+        ("I can count the French singers.", "SELECT count(*) FROM singer WHERE country = 'France'", "[(4,)]"),
     ),
-}
+    answer="SELECT count(*) FROM singer WHERE country = 'France'",
+    answer_output="[(4,)]",
+)
+BASH_EXAMPLE = DomainExample(
+    question="Count the .txt files anywhere under /testbed.",
+    steps=(
+        ("I should look at the folder first.", "ls /testbed", "dir1\nnotes.txt\nrun.sh"),
+        (
+            "Files may be nested: find them all.",
+            "find /testbed -type f -name '*.txt'",
+            "/testbed/notes.txt\n/testbed/dir1/a.txt",
+        ),
+    ),
+    answer="find /testbed -type f -name '*.txt' | wc -l",
+    answer_output="2",
+)
 
-_TOOL = {
-    "sql": "execute: runs one MySQL statement (SELECT, SHOW, DESC) and shows the rows",
-    "bash": "execute: runs one bash command in a fresh shell and shows its output",
-}
-_ANSWER = {
-    "sql": "the final SQL query; it is run and its rows are your answer",
-    "bash": "the final bash command; it is run and its output is your answer",
-}
+
+@dataclass(frozen=True)
+class SpecDomain:
+    """What a spec agent is told about a benchmark (a field of its :class:`~stateflow.tasks.benchmark.Benchmark`).
+
+    Attributes:
+        what: what the agent solves, completing "You solve ...".
+        tool: the one tool's description.
+        answer: what the ``Answer`` step holds.
+        example: the worked example every library spec's prompt shows in its own format.
+        describe_schema: the task text is followed by every table's columns (SQL), read from the
+            environment before the agent starts (one turn, as in the schema variant of the flow).
+    """
+
+    what: str
+    tool: str
+    answer: str
+    example: DomainExample
+    describe_schema: bool = False
 
 
-def _meaning(domain: str, name: str) -> str:
+SQL_SPEC_DOMAIN = SpecDomain(
+    what="questions about a MySQL database",
+    tool="execute: runs one MySQL statement (SELECT, SHOW, DESC) and shows the rows",
+    answer="the final SQL query; it is run and its rows are your answer",
+    example=SQL_EXAMPLE,
+    describe_schema=True,
+)
+BASH_SPEC_DOMAIN = SpecDomain(
+    what="tasks in a Linux shell",
+    tool="execute: runs one bash command in a fresh shell and shows its output",
+    answer="the final bash command; it is run and its output is your answer",
+    example=BASH_EXAMPLE,
+)
+
+
+def _meaning(domain: SpecDomain, name: str) -> str:
     return {
         "Question": "the task",
         "Thought": "your reasoning, one line",
@@ -78,20 +102,20 @@ def _meaning(domain: str, name: str) -> str:
         "Observation": "the command's output",
         "Summary": "the results of the listed actions (all run at once)",
         "Final-Thought": "why you are ready to answer, one line",
-        "Proposed-Answer": _ANSWER[domain].replace("final", "proposed"),
+        "Proposed-Answer": domain.answer.replace("final", "proposed"),
         "Evaluation": "the output of your proposed answer",
         "Reflection": "what to do differently, one line",
-        "Answer": _ANSWER[domain],
+        "Answer": domain.answer,
     }.get(name, "its content, one line")
 
 
-def example_transcript(spec: AgentSpec, domain: str) -> str:
+def example_transcript(spec: AgentSpec, domain: SpecDomain) -> str:
     """The domain's worked example written in ``spec``'s format (library specs only).
 
     Raises:
         KeyError: a spec whose shape has no example (not one of the library agents).
     """
-    ex = EXAMPLES[domain]
+    ex = domain.example
     t = {n: d.text for n, d in spec.spec.states.items()}
     lines = [f"{t['Question']} {ex.question}"]
 
@@ -135,13 +159,13 @@ def example_transcript(spec: AgentSpec, domain: str) -> str:
     return "\n".join(lines)
 
 
-def system_message(spec: AgentSpec, domain: str) -> str:
-    """The spec agent's system message for ``domain`` (``sql`` or ``bash``)."""
-    what = "questions about a MySQL database" if domain == "sql" else "tasks in a Linux shell"
+def system_message(spec: AgentSpec, domain: SpecDomain) -> str:
+    """The spec agent's system message for a benchmark described by ``domain``."""
+    what = domain.what
     out = [
         f"You solve {what}. Work in the '{spec.name}' format: every step is one line that starts "
         "with its label. Never write a label marked 'given to you': stop there and wait for it.",
-        f"Tool: {_TOOL[domain]}.",
+        f"Tool: {domain.tool}.",
         "Steps:",
     ]
     for d in spec.spec.states.values():

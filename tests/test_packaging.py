@@ -113,7 +113,10 @@ def _fresh_venv(where: Path) -> Path:
     ).stdout.strip()
     # Lines of a .pth only extend sys.path; the project venv's own .pth files (its editable
     # install of this checkout) are not processed, so `stateflow` can come only from the wheel.
-    Path(purelib, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # Every site-packages directory of this interpreter: a worktree's venv reaches the shared
+    # dependencies through a .pth of its own, which the fresh venv would not process.
+    deps = dict.fromkeys([sysconfig.get_paths()["purelib"], *(p for p in sys.path if p.endswith("site-packages"))])
+    Path(purelib, "deps.pth").write_text("".join(f"{d}\n" for d in deps))
     return py
 
 

@@ -108,9 +108,6 @@ class BashEnv:
         self._execute(action)
         return self.observation, 0, False, dict(self.info)
 
-    def render_observation(self, observation: Any) -> str:
-        return str(observation)
-
     def close(self) -> None:
         if self._closed:
             return

@@ -86,9 +86,6 @@ class PDoctorEnv:
         observation, executed = self.toolkit.call(action)
         return observation, 0.0, False, {"action_executed": executed}
 
-    def render_observation(self, observation: Any) -> str:
-        return str(observation)
-
     def close(self) -> None:
         self.toolkit = None
 

@@ -219,10 +219,6 @@ class SqlEnv:
         self.info = {"action_executed": executed}
         return self.observation, 0, False, dict(self.info)
 
-    def render_observation(self, observation: Any) -> str:
-        """``str(observation)``, exactly what upstream puts in prompts."""
-        return str(observation)
-
     def close(self) -> None:
         """Close connections and release the server. Idempotent."""
         if self._closed:

@@ -1,16 +1,15 @@
 """`stateflow graph` and `stateflow validate`: inspect any flow from the command line.
 
-A FLOW argument is either a built-in name (``intercode-sql``, ``intercode-bash`` and their
-variants, listed by ``stateflow validate --list``) or ``module:attribute`` naming a ``Flow``
-object (or a zero-argument function returning one) importable from the current directory.
+A FLOW argument is either a name registered by a plugin (the evaluation application registers
+``intercode-sql``, ``intercode-bash`` and their variants; ``stateflow validate --list`` lists
+them) or ``module:attribute`` naming a ``Flow`` object (or a zero-argument function returning
+one) importable from the current directory.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -23,9 +22,10 @@ from rich.text import Text
 
 from stateflow.errors import ConfigError
 from stateflow.flow import Flow, FlowWarning
+from stateflow.flow_ref import is_flow_ref, load_flow
 from stateflow.graph import render_png, to_dot, to_mermaid
 
-__all__ = ["BUILTIN_FLOWS", "GraphFormat", "register", "resolve_flow"]
+__all__ = ["GraphFormat", "register", "resolve_flow"]
 
 
 class GraphFormat(StrEnum):
@@ -36,54 +36,31 @@ class GraphFormat(StrEnum):
     PNG = "png"
 
 
-# Built-in flows by name -> "module:attribute" (imported only when asked for).
-BUILTIN_FLOWS: dict[str, str] = {
-    "intercode-sql": "stateflow.tasks.intercode_sql:SQL_FLOW",
-    "intercode-sql-no-verify": "stateflow.tasks.intercode_sql:SQL_NO_VERIFY",
-    "intercode-sql-no-error": "stateflow.tasks.intercode_sql:SQL_NO_ERROR",
-    "intercode-sql-no-observe": "stateflow.tasks.intercode_sql:SQL_NO_OBSERVE",
-    "intercode-sql-schema": "stateflow.tasks.intercode_sql:SQL_SCHEMA",
-    "intercode-bash": "stateflow.tasks.intercode_bash:BASH_FLOW",
-}
-
-
-def resolve_flow(ref: str) -> Flow:
-    """Load a flow from a built-in name or ``module:attribute``.
+def resolve_flow(ref: str, named: Mapping[str, Callable[[], Flow]]) -> Flow:
+    """Load a flow from a registered name (``named``) or ``module:attribute``.
 
     Raises:
         ConfigError: the name is unknown, the module cannot be imported or the object is no Flow.
     """
-    target = BUILTIN_FLOWS.get(ref, ref)
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"unknown flow {ref!r}: use a built-in name ({', '.join(BUILTIN_FLOWS)}) or module:attribute")
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ConfigError(f"flow {ref!r}: cannot import module {module_name!r} ({err})") from err
-    obj = getattr(module, attr, None)
-    if obj is None:
-        raise ConfigError(f"flow {ref!r}: module {module_name!r} has no attribute {attr!r}")
-    if not isinstance(obj, Flow) and isinstance(obj, Callable):  # type: ignore[arg-type]
-        obj = obj()
-    if not isinstance(obj, Flow):
-        raise ConfigError(f"flow {ref!r}: {target} is a {type(obj).__name__}, not a stateflow.Flow")
-    return obj
+    if ref in named:
+        return named[ref]()
+    if not is_flow_ref(ref):
+        known = ", ".join(named) or "none registered"
+        raise ConfigError(f"unknown flow {ref!r}: use a registered name ({known}) or module:attribute")
+    return load_flow(ref)
 
 
-def register(app: typer.Typer) -> None:
-    """Add the ``graph`` and ``validate`` commands to ``app``."""
+def register(app: typer.Typer, flows: Callable[[], Mapping[str, Callable[[], Flow]]]) -> None:
+    """Add the ``graph`` and ``validate`` commands to ``app``; ``flows`` gives the named flows."""
 
     @app.command("graph")
     def graph(
-        flow: Annotated[str, typer.Argument(help="built-in flow name or module:attribute")],
+        flow: Annotated[str, typer.Argument(help="registered flow name or module:attribute")],
         fmt: Annotated[GraphFormat, typer.Option("--format", "-f", help="output format")] = GraphFormat.MERMAID,
         out: Annotated[Path | None, typer.Option("--out", "-o", help="write to this file (png needs it)")] = None,
     ) -> None:
         """Draw a flow's state graph (edges are the rules, numbered by priority)."""
-        f = resolve_flow(flow)
+        f = resolve_flow(flow, flows())
         if fmt is GraphFormat.PNG:
             path = render_png(f, out or Path(f"{f.name}.png"))
             typer.echo(f"wrote {path}")
@@ -97,18 +74,18 @@ def register(app: typer.Typer) -> None:
 
     @app.command("validate")
     def validate(
-        flow: Annotated[str | None, typer.Argument(help="built-in flow name or module:attribute")] = None,
-        list_builtin: Annotated[bool, typer.Option("--list", help="list the built-in flows")] = False,
+        flow: Annotated[str | None, typer.Argument(help="registered flow name or module:attribute")] = None,
+        list_builtin: Annotated[bool, typer.Option("--list", help="list the registered flows")] = False,
     ) -> None:
         """Check a flow definition and print its states and rules."""
         console = Console()
         if list_builtin or flow is None:
-            for name, target in BUILTIN_FLOWS.items():
-                typer.echo(f"{name:28} {target}")
+            for name, build in flows().items():
+                typer.echo(f"{name:28} {build().description}")
             return
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", FlowWarning)
-            f = resolve_flow(flow)
+            f = resolve_flow(flow, flows())
         table = Table(title=f"flow {f.name}: valid")
         table.add_column("state")
         table.add_column("outputs")

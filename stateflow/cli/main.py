@@ -21,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from stateflow.cli.plugins import LoadedPlugins, load_plugins, named_flows
 from stateflow.errors import StateFlowError
 
 app = typer.Typer(
@@ -77,11 +78,11 @@ def _take_global_flags(args: list[str]) -> tuple[list[str], bool, str | None]:
     return rest, debug, otel
 
 
-# Command groups (each module defines a Typer app or commands on a given app).
-# Registration lines are appended here as groups land; keep one line per group.
+# Command groups: the core's own (each module registers its commands on the root app), then
+# whatever plugins add (see stateflow.cli.plugins; the evaluation commands come from one).
 
 
-def _register() -> None:
+def _register(plugins: LoadedPlugins, console: Console) -> None:
     @app.command("version")
     def version() -> None:
         """Print the installed StateFlow version."""
@@ -89,32 +90,16 @@ def _register() -> None:
 
         typer.echo(__version__)
 
-    from stateflow.cli import flows
+    from stateflow.cli import flows, llm, spec
 
-    flows.register(app)
-
-    from stateflow.cli import run as run_commands
-
-    run_commands.register(app)
-
-    from stateflow.cli import llm
-
+    flows.register(app, lambda: named_flows(plugins.plugins))
     llm.register(app)
-
-    from stateflow.cli import data
-
-    data.register(app)
-
-    from stateflow.cli import spec
-
     spec.register(app)
-
-
-def _is_environment_error(err: BaseException) -> bool:
-    # Imported lazily: the CLI sits above the environments, the core below them.
-    from stateflow.envs.base import EnvironmentError_
-
-    return isinstance(err, EnvironmentError_)
+    for plugin in plugins.plugins:
+        if plugin.register is not None:
+            plugin.register(app)
+    for problem in plugins.errors:
+        console.print(Text.assemble(("warning:", "yellow"), f" {problem}"), highlight=False, soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,8 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     args, debug, otel = _take_global_flags(list(sys.argv[1:] if argv is None else argv))
     if otel is not None:
         os.environ["STATEFLOW_OTEL"] = otel
-    _register()
     err_console = Console(stderr=True)
+    plugins = load_plugins()
+    _register(plugins, err_console)
+    user_errors = tuple(t for p in plugins.plugins for t in p.user_errors)
     try:
         # standalone mode: typer handles --help and usage errors itself (and exits)
         app(args=args, prog_name="stateflow")
@@ -140,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # a bug, not a user error: still one line, details with --debug
         if debug:
             raise
-        if _is_environment_error(err):  # e.g. missing data or server: the message says the fix
+        if isinstance(err, user_errors):  # e.g. missing data or server: the message says the fix
             _error(err_console, "error:", str(err))
             return 1
         _error(

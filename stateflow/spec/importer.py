@@ -51,13 +51,17 @@ def task_input(ctx: Context) -> str:
     return ctx.task
 
 
-def environment_step(spec: AgentSpec, make_action: Callable[[Mapping[str, str]], str]) -> EnvHandler:
+def environment_step(
+    spec: AgentSpec, make_action: Callable[[Mapping[str, str]], str], render: Callable[[Any], str] = str
+) -> EnvHandler:
     """An env-input handler that executes an action in ``ctx.env`` (an ``stateflow.envs.base.Environment``).
 
     Args:
         spec: the spec (its state texts delimit each state's content in model messages).
         make_action: builds the action string from the latest content of each declared LLM
             state (e.g. ``lambda c: c["Action-Input"] if c["Action"] == "execute" else "submit"``).
+        render: the observation as the model sees it (default ``str``, what InterCode's prompts
+            show; a benchmark's ``ObservationFormat(...).render`` bound to a statement also fits).
 
     Returns:
         A handler returning the rendered observation with ``meta`` ``reward``, ``done`` and the
@@ -73,7 +77,7 @@ def environment_step(spec: AgentSpec, make_action: Callable[[Mapping[str, str]],
                 latest[m.state] = _content_of(spec, m.state, m.content)
         action = make_action(latest)
         observation, reward, done, info = ctx.env.step(action)
-        text = ctx.env.render_observation(observation)
+        text = render(observation)
         return ToolResult(text, meta={"reward": reward, "done": bool(done), "info": dict(info or {}), "action": action})
 
     step.__name__ = "environment_step"

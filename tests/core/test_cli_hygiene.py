@@ -84,7 +84,8 @@ def test_list_methods_needs_no_target_but_a_run_does():
 
 
 def test_data_locate_fails_when_files_are_missing(tmp_path, monkeypatch, capsys):
-    from stateflow.cli import data
+    from stateflow.tasks.cli import data
+
     from stateflow.cli.main import main
 
     # only the given directory is searched (the shared checkout may hold the real data)

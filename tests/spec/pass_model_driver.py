@@ -61,15 +61,19 @@ def scorer() -> dict:
 
 
 def pass_episode() -> dict:
+    from stateflow.tasks.benchmarks import INTERCODE_SQL
     from stateflow.tasks.runner import RunSpec, open_env
     from stateflow.tasks.spec_agents import SpecAgentConfig, build_spec_agent
+    from stateflow.tasks.spec_prompts import SQL_SPEC_DOMAIN
 
     import stateflow
     from stateflow.profiles import BUILTIN_PROFILES
 
     profile = BUILTIN_PROFILES["local-small"]
     config = SpecAgentConfig("pass", "grammar", max_calls=12)
-    flow = build_spec_agent("pass", "grammar", "sql", config=config)
+    flow = build_spec_agent(
+        "pass", "grammar", SQL_SPEC_DOMAIN, prefix="sql", fmt=INTERCODE_SQL.observation, config=config
+    )
     env = open_env(
         RunSpec("intercode-sql", ("spec_pass_grammar",), stateflow.ModelAssignment.of(profile), "x", out=None)
     )

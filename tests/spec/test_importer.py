@@ -201,9 +201,6 @@ class _CountingEnv:
             return "submitted", 1.0, True, {"ok": True}
         return [("row", len(self.actions))], 0.0, False, {}
 
-    def render_observation(self, observation):
-        return str(observation)
-
 
 def test_environment_step_drives_an_environment_and_its_done_ends_the_run():
     from stateflow.spec.importer import environment_step

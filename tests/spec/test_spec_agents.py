@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from stateflow.tasks.methods import METHODS
+from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL
 from stateflow.tasks.runner import RunSpec, evaluate, open_env
 from stateflow.tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, SpecAgentConfig, build_spec_agent
-from stateflow.tasks.spec_prompts import example_transcript
+from stateflow.tasks.spec_prompts import BASH_SPEC_DOMAIN, SQL_SPEC_DOMAIN, example_transcript
 
 import stateflow
 from stateflow import ModelAssignment, ModelProfile
@@ -24,7 +24,7 @@ def sql_available() -> None:
         pytest.skip("no MariaDB/MySQL server binary: run scripts/setup.sh (installs mariadb-server)")
 
 
-@pytest.mark.parametrize("domain", ["sql", "bash"])
+@pytest.mark.parametrize("domain", [SQL_SPEC_DOMAIN, BASH_SPEC_DOMAIN], ids=["sql", "bash"])
 @pytest.mark.parametrize("stem", list(SPEC_AGENTS))
 def test_worked_examples_are_valid_runs_of_their_spec(stem, domain):
     spec = library_spec(SPEC_AGENTS[stem])
@@ -35,10 +35,9 @@ def test_worked_examples_are_valid_runs_of_their_spec(stem, domain):
 def test_every_spec_agent_and_enforcement_is_a_runner_method():
     for stem in SPEC_AGENTS:
         for mode in ENFORCEMENTS:
-            m = METHODS[f"spec_{stem}_{mode}"]
-            assert m.domains == ("sql", "bash")
-            flow = build_spec_agent(stem, mode, "sql")
-            assert flow.name == f"sql-spec-{stem}-{mode}"
+            for bench in (INTERCODE_SQL, INTERCODE_BASH):
+                flow = bench.methods[f"spec_{stem}_{mode}"].build(False)
+                assert flow.name == f"{bench.domain}-spec-{stem}-{mode}"
 
 
 def react_model(messages, params):
@@ -109,7 +108,14 @@ def pass_model(messages, params):
 
 def test_pass_runs_listed_actions_as_one_step_and_keeps_the_better_scored_text(sql_available):
     scorer = FixedScorer()
-    flow = build_spec_agent("pass", "monitor", "sql", config=SpecAgentConfig("pass", "monitor", scorer=scorer, alpha=0))
+    flow = build_spec_agent(
+        "pass",
+        "monitor",
+        SQL_SPEC_DOMAIN,
+        prefix="sql",
+        fmt=INTERCODE_SQL.observation,
+        config=SpecAgentConfig("pass", "monitor", scorer=scorer, alpha=0),
+    )
     env = open_env(RunSpec("intercode-sql", ("spec_pass_monitor",), ModelAssignment.of(PROFILE), "x", out=None))
     try:
         env.reset(0)
@@ -141,7 +147,9 @@ def test_pass_runs_listed_actions_as_one_step_and_keeps_the_better_scored_text(s
 
 def test_an_episode_over_its_time_budget_ends_is_scored_and_keeps_its_usage(sql_available):
     config = SpecAgentConfig("react", "monitor", max_seconds=0.0)
-    flow = build_spec_agent("react", "monitor", "sql", config=config)
+    flow = build_spec_agent(
+        "react", "monitor", SQL_SPEC_DOMAIN, prefix="sql", fmt=INTERCODE_SQL.observation, config=config
+    )
     env = open_env(RunSpec("intercode-sql", ("spec_react_monitor",), ModelAssignment.of(PROFILE), "x", out=None))
     try:
         env.reset(0)

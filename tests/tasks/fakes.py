@@ -45,8 +45,5 @@ class FakeEnv:
             return "submitted", float(self.rewards.get(self._index, 1.0)), True, {"action_executed": True}
         return f"ran: {action}", 0.0, False, {"action_executed": True}
 
-    def render_observation(self, observation: Any) -> str:
-        return str(observation)
-
     def close(self) -> None:
         self.closed = True

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from stateflow.tasks.intercode_sql import build_sql_flow
-from stateflow.tasks.methods import METHODS, build_method
+from stateflow.tasks.methods import build_method
+from stateflow.tasks.registry import default_registry
 
 from stateflow import ModelProfile, run
 from stateflow.testing.fake_openai import FakeOpenAIServer
@@ -43,12 +44,13 @@ def test_observe_grammar_names_only_listed_tables_and_repeats_are_resampled(sql_
     assert r.vars["reward"] == 1.0
 
 
-@pytest.mark.parametrize("name", sorted(METHODS))
-def test_every_method_builds_for_its_domains_with_and_without_grammar(name):
-    for domain in METHODS[name].domains:
-        for grammar in (False, True):
-            flow, view = build_method(name, domain, grammar=grammar)
-            assert flow.states and view.name in ("stateflow", "sf_agent")
+@pytest.mark.parametrize(
+    ("bench", "name"), [(b, m) for b in default_registry() for m in b.methods], ids=lambda x: getattr(x, "name", x)
+)
+def test_every_method_builds_for_its_benchmark_with_and_without_grammar(bench, name):
+    for grammar in (False, True):
+        flow, view = build_method(name, bench, grammar=grammar)
+        assert flow.states and view.name in ("stateflow", "sf_agent")
 
 
 def test_ablations_are_switches_of_one_definition():

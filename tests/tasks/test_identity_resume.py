@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from stateflow.tasks import runner
+from stateflow.tasks.benchmarks import INTERCODE_BASH
 from stateflow.tasks.identity import EpisodeIdentity
 from stateflow.tasks.metrics import load_results, summarize
 from stateflow.tasks.prompts import PROMPTS_DIR
@@ -120,14 +120,14 @@ def test_another_method_with_the_same_settings_joins_without_asking(tmp_path):
     assert [r.setting for r in summarize(load_results([str(tmp_path)]))] == ["", ""]
 
 
-def test_edited_prompt_files_change_the_identity(tmp_path, monkeypatch):
+def test_edited_prompt_files_change_the_identity(tmp_path):
     _run(_spec(tmp_path / "out"))
     prompts = tmp_path / "prompts"
-    shutil.copytree(PROMPTS_DIR, prompts)
-    (prompts / "bash" / "system.md").write_text("an edited system prompt\n")
-    monkeypatch.setattr(runner, "PROMPTS_DIR", prompts)
+    shutil.copytree(PROMPTS_DIR / "bash", prompts)
+    (prompts / "system.md").write_text("an edited system prompt\n")
+    edited = dataclasses.replace(INTERCODE_BASH, prompts_dir=prompts)  # the benchmark names its prompts
     with pytest.raises(MixedSettingsError, match="prompts_sha256"):
-        _run(_spec(tmp_path / "out"))
+        _run(_spec(tmp_path / "out", benchmark=edited))
 
 
 def test_records_without_identity_are_other_settings(tmp_path):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from stateflow.envs.pdoctor import PDoctorEnv, SynthesisConfig
+from stateflow.tasks.benchmarks import PDOCTOR
 from stateflow.tasks.methods import build_method
 from stateflow.tasks.pdoctor import (
     dataset_label,
@@ -136,7 +137,7 @@ def test_the_planning_flow_rejects_unknown_names_then_accepts_a_repair():
             "\n".join(f"{r.tools[o.first]} before {r.tools[o.then]}" for o in r.orders) + "\ndone",
         ]
     )
-    flow, view = build_method("stateflow", "pdoctor")
+    flow, view = build_method("stateflow", PDOCTOR)
     result = run(
         flow,
         f"Task: {r.text}",
@@ -199,7 +200,7 @@ def test_the_planning_flow_schedules_extended_requests_from_correct_requirements
     from stateflow.envs.pdoctor.grammar import clock
 
     env = PDoctorEnv(SynthesisConfig.from_label("n=3;actions=4:4;seed=2;extended"))
-    flow, view = build_method("stateflow", "pdoctor")
+    flow, view = build_method("stateflow", PDOCTOR)
     for i in range(3):
         env.reset(i)
         r = env.current

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from stateflow.tasks.methods import METHODS
+from stateflow.tasks.benchmarks import INTERCODE_SQL
 from stateflow.tasks.runner import RunSpec, TaskSelection, evaluate, select_tasks
 
 from stateflow import ModelAssignment, ModelProfile
@@ -56,7 +56,7 @@ def test_out_of_range_tasks_are_an_error_naming_the_valid_range(selection, what)
 def test_oracle_solves_every_demo_sql_task_with_every_method(tmp_path, sql_available):
     # the gold-replay oracle speaks the Thought/Action format; spec agents (spec_*) have their
     # own formats and are tested with spec-format scripted models in tests/spec
-    methods = tuple(m for m, spec in METHODS.items() if "sql" in spec.domains and not m.startswith("spec_"))
+    methods = tuple(m for m in INTERCODE_SQL.methods if not m.startswith("spec_"))
     s = evaluate(RunSpec("intercode-sql", methods, out=tmp_path, workers=2, **ORACLE_SPEC), progress=False)
     assert s.finished == s.planned == 20 * len(methods)
     failed = [(r["method"], r["task"], r["reward_raw"], r["error"]) for r in s.records if not r["success"]]

@@ -1,6 +1,6 @@
 """The embedded local LLM: Qwen2.5-Coder GGUF models behind a managed llama.cpp server.
 
-Public API (what the core runtime and the CLI call):
+Public API:
 
 * :func:`resolve_endpoint` ``(profile) -> "http://127.0.0.1:PORT/v1"``: a running server for a
   ``provider="local"`` profile, started lazily and shared process-wide (see :mod:`.pool`).
@@ -8,6 +8,7 @@ Public API (what the core runtime and the CLI call):
   sent as ``extra_body={"grammar": ...}``.
 * :func:`check_server` ``(profile)``: after a failed request, raises :class:`ServerCrashedError`
   (exit signal + log tail) if the profile's server died; the next ``resolve_endpoint`` restarts it.
+  The evaluation runner asks it after every errored episode, so the record names the crash.
 * :class:`LocalServerPool`, :func:`default_pool`, :class:`ManagedServer`, :class:`ServerConfig`.
 * :class:`ModelStore`, :data:`CATALOG`, :func:`model_spec`: the verified model cache.
 

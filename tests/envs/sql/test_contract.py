@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from stateflow.envs.sql import ERROR_PREFIX, EmbeddedServerPool, SqlEnv, open_sql_env
+from stateflow.tasks.benchmarks import INTERCODE_SQL
 
 from .conftest import FAST_LIMITS
 
@@ -79,7 +80,8 @@ class SqlEnvContract:
         obs, reward, done, info = env.step("SHOW TABLES")
         assert obs == [("author",), ("book",), ("loan",), ("member",)]
         assert (reward, done, info) == (0, False, {"action_executed": True})
-        assert env.render_observation(obs) == "[('author',), ('book',), ('loan',), ('member',)]"
+        # what the agent sees (the benchmark's observation format; SHOW results stay whole)
+        assert INTERCODE_SQL.observation.render(obs, "SHOW") == "[('author',), ('book',), ('loan',), ('member',)]"
         assert env.step("SET @answer = 42")[0] is None
         obs, _, _, info = env.step("SELECT nonsense FROM book")
         assert obs.startswith(ERROR_PREFIX) and "nonsense" in obs and not obs[len(ERROR_PREFIX)].isdigit()

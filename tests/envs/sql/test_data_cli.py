@@ -11,8 +11,8 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from stateflow.tasks.cli.data import DATA_FILES, FetchError, fetch_files, locate_files
 
-from stateflow.cli.data import DATA_FILES, FetchError, fetch_files, locate_files
 from stateflow.cli.main import main
 
 from .conftest import needs_spider, spider_dir

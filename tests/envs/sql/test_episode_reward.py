@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from stateflow.envs.sql import EmbeddedServerPool, open_sql_env
+from stateflow.tasks.benchmarks import INTERCODE_SQL
 from stateflow.tasks.episode import EpisodeSpec, run_episode
 from stateflow.tasks.metrics import summarize
 
@@ -41,8 +42,7 @@ def _agent(query: str) -> ScriptedLLM:
 def _episode(pool: EmbeddedServerPool, query: str) -> dict[str, Any]:
     profile = ModelProfile(name="lister", model="l", provider="scripted", api_key_env=None)
     spec = EpisodeSpec(
-        benchmark="intercode-sql",
-        domain="sql",
+        benchmark=INTERCODE_SQL,
         dataset="demo",
         method="stateflow",
         models=ModelAssignment.of(profile),

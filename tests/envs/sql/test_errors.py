@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from stateflow.envs.sql import ERROR_PREFIX, EmbeddedServerPool, SqlEnv, open_sql_env
+from stateflow.tasks.benchmarks import INTERCODE_SQL
 from stateflow.tasks.episode import EpisodeSpec, run_episode
 
 from stateflow import ModelAssignment, ModelProfile
@@ -69,8 +70,7 @@ def test_driver_conversion_failure_is_an_observation(env: SqlEnv, monkeypatch: p
 def test_runner_records_a_bug_as_an_errored_episode(sql_pool: EmbeddedServerPool) -> None:
     profile = ModelProfile(name="asker", model="a", provider="scripted", api_key_env=None)
     spec = EpisodeSpec(
-        benchmark="intercode-sql",
-        domain="sql",
+        benchmark=INTERCODE_SQL,
         dataset="demo",
         method="stateflow",
         models=ModelAssignment.of(profile),

@@ -23,8 +23,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-
 from stateflow.envs.datasets import candidate_dirs
+
 from stateflow.errors import StateFlowError
 
 __all__ = [

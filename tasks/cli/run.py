@@ -1,11 +1,15 @@
-"""`stateflow run`, `stateflow report` and `stateflow demo`."""
+"""`stateflow run`, `stateflow report` and `stateflow demo`: the evaluation commands.
+
+They belong to the application (benchmarks, methods, results) and reach the ``stateflow``
+command through the plugin in :mod:`stateflow.tasks.cli`.
+"""
 
 from __future__ import annotations
 
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -15,6 +19,9 @@ from rich.text import Text
 from stateflow.backends.providers import capabilities
 from stateflow.errors import ConfigError
 from stateflow.profiles import ModelAssignment, load_config, parse_model_options
+
+if TYPE_CHECKING:  # the registry imports every benchmark: only once a command runs
+    from stateflow.tasks.registry import BenchmarkRegistry
 
 __all__ = ["register"]
 
@@ -75,7 +82,7 @@ def _executor(kind: Executor, address: str | None, models: ModelAssignment | Non
         if address:
             raise ConfigError("--ray-address needs --executor ray")
         return {}
-    from stateflow.tasks.ray_executor import ray_executor_factory
+    from stateflow.tasks.ray_executor import ray_executor_factory  # imports ray: only when asked for
 
     return {"executor_factory": ray_executor_factory(address, models, num_cpus=cpus)}
 
@@ -100,7 +107,10 @@ def register(app: typer.Typer) -> None:
     @app.command("run")
     def run_cmd(
         target: Annotated[
-            str | None, typer.Argument(help="intercode-sql | intercode-bash, or a flow (name or module:attr)")
+            str | None,
+            typer.Argument(
+                help="a benchmark (intercode-sql, intercode-bash, pdoctor), or a flow (name or module:attr)"
+            ),
         ] = None,
         method: Annotated[str, typer.Option(help="comma-separated methods (see --list-methods)")] = "stateflow",
         model: Annotated[
@@ -155,33 +165,39 @@ def register(app: typer.Typer) -> None:
         tries: Annotated[int, typer.Option(min=1, help="pdoctor: expansions tried per sentence")] = 10,
         extended: Annotated[bool, typer.Option(help="pdoctor: start times, durations, time bounds")] = False,
     ) -> None:
-        """Evaluate methods on an InterCode benchmark (or run any flow once on --task)."""
-        from stateflow.tasks.methods import METHODS
-        from stateflow.tasks.runner import BENCHMARKS, RunSpec, evaluate
+        """Evaluate methods on a benchmark (or run any flow once on --task).
+
+        A method is a name from --list-methods or a flow of yours as module:attribute (imported
+        from the current directory), evaluated with the same records, resume and report.
+        """
+        from stateflow.tasks.benchmark import DatasetRequest
+        from stateflow.tasks.registry import default_registry
+        from stateflow.tasks.runner import RunSpec, evaluate
 
         console = Console(stderr=True)
+        registry = default_registry()
         if list_methods:
-            for name, m in METHODS.items():
-                typer.echo(f"{name:22} {','.join(m.domains):9} {m.description}")
+            _list_methods(registry)
             return
         if target is None:
             raise typer.BadParameter("give a benchmark or flow (or --list-methods)", param_hint="TARGET")
         assignment, label = _assignment(model or [], config)
-        if target not in BENCHMARKS:
-            _run_flow(target, task, assignment, console)
+        if target not in registry:
+            _run_flow(target, task, assignment, console, registry)
             return
-        if sql_database_scope is not None and target != "intercode-sql":
-            raise ConfigError(f"--sql-database-scope applies to intercode-sql only, not {target}")
-        if target == "pdoctor":
-            from stateflow.tasks.pdoctor import dataset_label
-
-            dataset = dataset_label(actions, sentences, n, seed, tries, extended, oracle=policy is Policy.ORACLE)
+        bench = registry.get(target)
+        if sql_database_scope is not None and not bench.database_scope:
+            scoped = ", ".join(b.name for b in registry if b.database_scope)
+            raise ConfigError(f"--sql-database-scope applies to {scoped} only, not {target}")
+        dataset = bench.resolve_dataset(
+            DatasetRequest(dataset, actions, sentences, n, seed, tries, extended, oracle=policy is Policy.ORACLE)
+        )
         if policy is Policy.LLM:
             _announce(console, assignment)
         else:
             console.print("policy: [bold]oracle[/] (gold replay; validates the harness, not a model)")
         spec = RunSpec(
-            benchmark=target,
+            benchmark=bench,
             methods=tuple(m.strip() for m in method.split(",") if m.strip()),
             models=assignment,
             models_label=label,
@@ -252,6 +268,7 @@ def register(app: typer.Typer) -> None:
         table's columns): the paper's flow rarely succeeds with a 1.5B model and takes several
         times longer. With any other model, or --flow paper, it runs the paper's flow.
         """
+        from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL
         from stateflow.tasks.metrics import summarize
         from stateflow.tasks.report import metrics_table, write_report
         from stateflow.tasks.runner import RunSpec, evaluate
@@ -268,8 +285,8 @@ def register(app: typer.Typer) -> None:
         console.print(f"SQL flow: {what}")
         records: list[dict] = []
         parts = (
-            ("intercode-sql", sql_tasks, sql_methods),
-            ("intercode-bash", bash_tasks, ("stateflow", "sf_agent")),
+            (INTERCODE_SQL, sql_tasks, sql_methods),
+            (INTERCODE_BASH, bash_tasks, ("stateflow", "sf_agent")),
         )
         for bench, sel, methods in parts:
             spec = RunSpec(
@@ -297,13 +314,29 @@ def register(app: typer.Typer) -> None:
         console.print(f"report: {paths['html']}   results: {out / 'results.jsonl'}")
 
 
-def _run_flow(ref: str, task: str | None, assignment: ModelAssignment, console: Console) -> None:
+def _list_methods(registry: BenchmarkRegistry) -> None:
+    """One line per method name: the benchmarks it applies to and its description."""
+    applies: dict[str, list[str]] = {}
+    described: dict[str, str] = {}
+    for bench in registry:
+        for name, m in bench.methods.items():
+            applies.setdefault(name, []).append(bench.domain)
+            described.setdefault(name, m.description)
+    for name, domains in applies.items():
+        typer.echo(f"{name:22} {','.join(domains):9} {described[name]}")
+
+
+def _run_flow(
+    ref: str, task: str | None, assignment: ModelAssignment, console: Console, registry: BenchmarkRegistry
+) -> None:
+    from stateflow.tasks.cli import registered_flows
+
     from stateflow.cli.flows import resolve_flow
     from stateflow.runtime import run
 
     if not task:
-        raise ConfigError(f"{ref!r} is not a benchmark ({'intercode-sql, intercode-bash'}); give --task TEXT to run it")
-    flow = resolve_flow(ref)
+        raise ConfigError(f"{ref!r} is not a benchmark ({', '.join(registry.names())}); give --task TEXT to run it")
+    flow = resolve_flow(ref, registered_flows())
     _announce(console, assignment)
     result = run(flow, task, models=assignment)
     for m in result.history:

@@ -1,0 +1,166 @@
+"""The built-in benchmarks: one :class:`~stateflow.tasks.benchmark.Benchmark` record each.
+
+This module is the one place that knows InterCode-SQL, InterCode-Bash and PDoctor; the runner,
+the episode and the CLI ask these records instead of comparing domain names. Environments are
+imported when first opened, so listing methods or drawing a flow needs no MariaDB client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from stateflow.envs.base import Environment, Task
+from stateflow.tasks.benchmark import Benchmark, DatasetRequest, EnvOptions, Method
+from stateflow.tasks.intercode_bash import build_bash_flow
+from stateflow.tasks.intercode_sql import build_sql_flow
+from stateflow.tasks.methods import baseline_methods, spec_agent_methods, stateflow_methods
+from stateflow.tasks.pdoctor import build_planning_flow, build_react_flow, dataset_label
+from stateflow.tasks.prompts import PROMPTS_DIR
+from stateflow.tasks.spec_prompts import BASH_SPEC_DOMAIN, SQL_SPEC_DOMAIN
+from stateflow.tasks.tools import ObservationFormat
+
+from stateflow import Flow, StateFlowView
+
+__all__ = ["BUILTIN_BENCHMARKS", "INTERCODE_BASH", "INTERCODE_SQL", "PDOCTOR"]
+
+
+def _question(task: Task) -> str:
+    return f"Question: {task.query}"
+
+
+def _task(task: Task) -> str:
+    return f"Task: {task.query}"
+
+
+# -- InterCode-SQL ------------------------------------------------------------------------------
+
+
+def _open_sql(options: EnvOptions) -> Environment:
+    from stateflow.envs.sql import open_sql_env
+
+    return open_sql_env(
+        options.dataset,
+        backend=options.backend,
+        dsn=options.dsn,
+        data_dir=options.data_dir,
+        database_scope=options.database_scope,  # type: ignore[arg-type]  # validated by open_sql_env
+    )
+
+
+# suffix -> the paper's flow with these parts switched off (schema: a variant for small models)
+_SQL_VARIANTS: dict[str, dict[str, bool]] = {
+    "": {},
+    "_no_verify": {"verify": False},
+    "_no_error": {"error": False},
+    "_no_observe": {"observe": False},
+    "_schema": {"schema": True},
+}
+
+
+def _sql_flow(switches: dict[str, bool]) -> Callable[[bool], Flow]:
+    def build(grammar: bool) -> Flow:
+        return build_sql_flow(grammar=grammar, **switches)
+
+    return build
+
+
+_SQL_FMT = ObservationFormat(full_schema=True)
+
+INTERCODE_SQL = Benchmark(
+    name="intercode-sql",
+    domain="sql",
+    open_env=_open_sql,
+    task_prompt=_question,
+    observation=_SQL_FMT,
+    methods={
+        **{k: v for suffix, sw in _SQL_VARIANTS.items() for k, v in stateflow_methods(suffix, _sql_flow(sw)).items()},
+        **baseline_methods("sql", _SQL_FMT),
+        **spec_agent_methods("sql", SQL_SPEC_DOMAIN, _SQL_FMT),
+    },
+    prompts_dir=PROMPTS_DIR / "sql",
+    default_backend="embedded",
+    backends=("embedded", "docker", "dsn"),
+    flows={
+        "intercode-sql" + suffix.replace("_", "-"): (lambda sw=sw: build_sql_flow(**sw))
+        for suffix, sw in _SQL_VARIANTS.items()
+    },
+    database_scope=True,
+    spec_domain=SQL_SPEC_DOMAIN,
+    description="InterCode-SQL: Spider questions on MariaDB",
+)
+
+# -- InterCode-Bash -----------------------------------------------------------------------------
+
+
+def _open_bash(options: EnvOptions) -> Environment:
+    from stateflow.envs.bash import open_bash_env
+
+    return open_bash_env(options.dataset, backend=options.backend, data_dir=options.data_dir)
+
+
+def _bash_flow(grammar: bool) -> Flow:
+    return build_bash_flow(grammar=grammar)
+
+
+_BASH_FMT = ObservationFormat(full_schema=False)
+
+INTERCODE_BASH = Benchmark(
+    name="intercode-bash",
+    domain="bash",
+    open_env=_open_bash,
+    task_prompt=_task,
+    observation=_BASH_FMT,
+    methods={
+        **stateflow_methods("", _bash_flow),
+        **baseline_methods("bash", _BASH_FMT),
+        **spec_agent_methods("bash", BASH_SPEC_DOMAIN, _BASH_FMT),
+    },
+    prompts_dir=PROMPTS_DIR / "bash",
+    default_backend="sandbox",
+    backends=("sandbox", "docker"),
+    flows={"intercode-bash": build_bash_flow},
+    spec_domain=BASH_SPEC_DOMAIN,
+    description="InterCode-Bash: NL2Bash tasks in a sandboxed shell",
+)
+
+# -- PDoctor ------------------------------------------------------------------------------------
+
+
+def _open_pdoctor(options: EnvOptions) -> Environment:
+    from stateflow.envs.pdoctor import open_pdoctor_env
+
+    return open_pdoctor_env(options.dataset)  # the dataset label names the synthesis settings
+
+
+def _pdoctor_dataset(request: DatasetRequest) -> str:
+    return dataset_label(
+        request.actions,
+        request.sentences,
+        request.n,
+        request.seed,
+        request.tries,
+        request.extended,
+        oracle=request.oracle,
+    )
+
+
+PDOCTOR = Benchmark(
+    name="pdoctor",
+    domain="pdoctor",
+    open_env=_open_pdoctor,
+    task_prompt=_task,
+    observation=_BASH_FMT,  # plain text observations, cut like Bash's (the pdoctor flows use their own tools)
+    methods={
+        **stateflow_methods("", build_planning_flow),
+        "react": Method("react", build_react_flow, StateFlowView, "ReAct"),
+    },
+    prompts_dir=PROMPTS_DIR / "pdoctor",
+    # pdoctor has no backends; "sandbox" is what its episode identities have always recorded,
+    # kept so earlier pdoctor results still resume.
+    default_backend="sandbox",
+    flows={"pdoctor-plan": build_planning_flow, "pdoctor-react": build_react_flow},
+    resolve_dataset=_pdoctor_dataset,
+    description="PDoctor: synthesized planning requests checked by a solver",
+)
+
+BUILTIN_BENCHMARKS: tuple[Benchmark, ...] = (INTERCODE_SQL, INTERCODE_BASH, PDOCTOR)

@@ -1,0 +1,74 @@
+"""The dependency direction the project promises: ``tasks -> sf_agent/envs -> stateflow`` (core).
+
+Checked on the source by AST, every import statement (top-level or inside a function), so a lazy
+import cannot hide a dependency. A module's layer is the repository folder its file lives in
+(``envs/`` installs as ``stateflow.envs``, but it is not part of the core).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# layer (repository folder) -> installed packages it must not import
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "stateflow": ("stateflow.tasks", "stateflow.envs", "stateflow.sf_agent", "stateflow.prompts"),
+    "sf_agent": ("stateflow.tasks", "stateflow.envs"),
+    "envs": ("stateflow.tasks", "stateflow.sf_agent"),
+}
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` for every import in ``path``; ``from X import a`` also yields ``X.a``
+    (so ``from stateflow import tasks`` is caught)."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+            out += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return out
+
+
+def violations(folder: str) -> list[str]:
+    found = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        for line, module in imported_modules(path):
+            for banned in FORBIDDEN[folder]:
+                if module == banned or module.startswith(banned + "."):
+                    found.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    return found
+
+
+@pytest.mark.parametrize("folder", sorted(FORBIDDEN))
+def test_layer_imports_nothing_above_it(folder: str) -> None:
+    assert violations(folder) == []
+
+
+def test_the_check_sees_lazy_and_from_imports(tmp_path: Path) -> None:
+    # The checker itself: a function-level import and a `from stateflow import tasks` both count.
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    from stateflow.tasks.runner import evaluate\nfrom stateflow import envs\n")
+    modules = [m for _, m in imported_modules(source)]
+    assert "stateflow.tasks.runner" in modules and "stateflow.envs" in modules
+
+
+def test_core_cli_commands_are_the_core_ones_and_plugins_add_the_rest() -> None:
+    # The core registers graph/validate/llm/spec/version itself; run/report/demo/data come from
+    # the application's entry point (declared in pyproject.toml, loaded by the installed metadata).
+    import tomllib
+
+    from stateflow.cli.plugins import load_plugins
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["stateflow.plugins"]
+    assert declared == {"tasks": "stateflow.tasks.cli:PLUGIN"}
+    loaded = load_plugins()
+    assert loaded.errors == ()
+    assert [p.name for p in loaded.plugins] == ["stateflow.tasks"]
+    core = (ROOT / "stateflow" / "cli").glob("*.py")
+    assert {p.stem for p in core} == {"__init__", "flows", "llm", "main", "plugins", "spec"}
