@@ -16,7 +16,10 @@ def order_ok(order: Sequence[int], orders: Sequence[Order]) -> bool:
 
 def asap_ok(order: Sequence[int], bounds: Sequence[TimeBound], durations: Sequence[int], day_start: int) -> bool:
     """For a fixed order, starting each task as early as allowed is optimal for every bound."""
-    start_after = {b.action: b.minute for b in bounds if b.kind == "start_after"}
+    start_after: dict[int, int] = {}
+    for b in bounds:  # several bounds on one action: the latest one binds
+        if b.kind == "start_after":
+            start_after[b.action] = max(b.minute, start_after.get(b.action, b.minute))
     t = day_start
     ends = {}
     for a in order:

@@ -199,3 +199,15 @@ def test_random_module_state_is_not_touched():
     random.seed(42)
     synthesize(SynthesisConfig(n=3), 1)
     assert random.random() == expected
+
+
+def test_several_start_bounds_on_one_action_the_latest_binds():
+    """Found by Hypothesis: the reference kept the last-listed bound, not the latest minute."""
+    bounds = [
+        TimeBound(0, "start_after", 510, 0),
+        TimeBound(0, "start_after", 480, 0),
+        TimeBound(0, "finish_before", 510, 0),
+    ]
+    assert not satisfiable(1, [], bounds, [30])
+    assert not brute_force_sat(1, [], bounds, [30])
+    assert satisfiable(1, [], bounds[1:], [30]) and brute_force_sat(1, [], bounds[1:], [30])
