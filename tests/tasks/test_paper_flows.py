@@ -9,11 +9,14 @@ ablation's behaviour or make recorded episodes fail to resume.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from stateflow.tasks import intercode_sql
 from stateflow.tasks.intercode_bash import build_bash_flow
 from stateflow.tasks.intercode_sql import build_sql_flow
 
@@ -48,3 +51,31 @@ def test_sql_variant_matches_the_original_builder(case: str, grammar: bool) -> N
 def test_bash_flow_matches_the_original_builder(case: str, kwargs: dict[str, bool]) -> None:
     built = flow_structure(build_bash_flow(**kwargs))
     assert built == SNAPSHOT[f"bash/{case}/grammar={kwargs.get('grammar', False)}"]
+
+
+@pytest.mark.parametrize(
+    ("attr", "case"),
+    [
+        ("SQL_FLOW", "full"),
+        ("SQL_NO_VERIFY", "no_verify"),
+        ("SQL_NO_ERROR", "no_error"),
+        ("SQL_NO_OBSERVE", "no_observe"),
+        ("SQL_SCHEMA", "schema"),
+    ],
+)
+def test_named_variants_derived_from_the_one_definition_match(attr: str, case: str) -> None:
+    assert flow_structure(getattr(intercode_sql, attr)) == SNAPSHOT[f"sql/{case}/grammar=False"]
+
+
+def test_variants_share_the_definition_states_they_do_not_change() -> None:
+    full, no_verify = intercode_sql.SQL_FLOW, intercode_sql.SQL_NO_VERIFY
+    assert no_verify.states["Error"] is full.states["Error"]
+    assert no_verify.states["Solve"] is not full.states["Solve"]  # told to submit instead
+    assert intercode_sql.SQL_SCHEMA.states["Verify"] is full.states["Verify"]
+
+
+def test_the_paper_flow_definition_is_at_most_40_lines() -> None:
+    fn = ast.parse(inspect.getsource(intercode_sql.sql_flow)).body[0]
+    assert isinstance(fn, ast.FunctionDef) and isinstance(fn.body[0], ast.Expr)  # starts with its docstring
+    docstring = fn.body[0].end_lineno - fn.body[0].lineno + 1  # type: ignore[operator]
+    assert fn.end_lineno - fn.lineno + 1 - docstring <= 40  # type: ignore[operator]
