@@ -16,6 +16,7 @@ from typing import Any
 
 from stateflow.envs.base import Environment, Task
 from stateflow.tasks.actions import parse_action
+from stateflow.tasks.episode_record import SCHEMA_VERSION, EpisodeRecord
 from stateflow.tasks.methods import build_method
 
 from stateflow import ModelAssignment, ModelProfile, run
@@ -75,7 +76,7 @@ def _submit_for_agent(env: Environment) -> tuple[float, dict[str, Any]]:
 
 def run_episode(
     env: Environment, index: int, spec: EpisodeSpec, clock: Callable[[], float] = time.perf_counter
-) -> dict[str, Any]:
+) -> EpisodeRecord:
     """Run one task and return its result record (never raises for agent or model failures)."""
     t0 = clock()
     task = env.task(index)
@@ -117,7 +118,8 @@ def run_episode(
             status, result.error = "error", f"{type(err).__name__}: {err} (while scoring)"
     usage = result.usage()
     actions = [m for m in result.history if m.kind.value == "llm"]
-    return {
+    record = {
+        "schema_version": SCHEMA_VERSION,
         "benchmark": spec.benchmark,
         "dataset": spec.dataset,
         "method": spec.method,
@@ -154,3 +156,4 @@ def run_episode(
         "wall_s": round(clock() - t0, 4),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+    return EpisodeRecord.from_dict(record)

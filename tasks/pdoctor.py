@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from stateflow.envs.pdoctor import ErrorClass, PDoctorEnv, SynthesisConfig, Verdict, classify, parse_range, step_budget
+from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.prompts import load_prompt
 
 from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolResult, Transition, meta_is, predicate
@@ -388,14 +389,13 @@ def add_pdoctor(methods: dict[str, M]) -> dict[str, M]:
     return out
 
 
-def episode_error_class(record: dict[str, Any]) -> str | None:
+def episode_error_class(record: EpisodeRecord) -> str | None:
     """The PDoctor error class of a result record (``None``: success; ``"errored"``: the harness
     or model failed, not the agent's planning)."""
-    if record.get("status") == "error":
+    if record.status == "error":
         return "errored"
-    raw = record.get("verdict")
-    verdict = Verdict.from_dict(raw) if raw else None
-    finished = bool(record.get("submitted")) and record.get("status") != "timeout"
+    verdict = Verdict.from_dict(record.verdict) if record.verdict else None
+    finished = record.submitted and record.status != "timeout"
     c = classify(verdict, finished=finished)
     return c.value if c else None
 

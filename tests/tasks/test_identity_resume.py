@@ -236,3 +236,17 @@ def test_resume_repairs_a_torn_last_line_before_appending(tmp_path):
     assert not loaded.torn_tail
     assert sorted(r["task"] for r in loaded.records) == [0, 1, 2, 3, 4]
     assert all(json.loads(line) for line in path.read_text().splitlines())
+
+
+def test_records_written_before_schema_version_resume_as_finished_episodes(tmp_path, sql_available):
+    """The same command run over a results file written by the previous version skips its episodes."""
+    before = Path(__file__).parent / "snapshots" / "results_before_schema_version.jsonl"
+    out = tmp_path / "out"
+    out.mkdir()
+    sql_lines = [ln for ln in before.read_text(encoding="utf-8").splitlines() if '"intercode-sql"' in ln]
+    (out / "results.jsonl").write_text("".join(ln + "\n" for ln in sql_lines), encoding="utf-8")
+    spec = RunSpec(benchmark="intercode-sql", methods=("stateflow", "try_again"), out=out, tasks="0", **ORACLE)
+    s = evaluate(spec, progress=False)
+    assert (s.planned, s.skipped, s.finished) == (2, 2, 0)
+    assert [r.schema_version for r in s.records] == [0, 0]
+    assert (out / "results.jsonl").read_text(encoding="utf-8").splitlines() == sql_lines  # nothing rewritten
