@@ -802,6 +802,7 @@ class _Episode:
             transitions=self.transitions,
             error=error,
             vars=dict(self.ctx.vars),
+            board=self.ctx.board,
             started_at=started,
             ended_at=time.time(),
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from stateflow.envs.base import Environment, Task
 from stateflow.tasks.actions import parse_action
+from stateflow.tasks.blackboard import episode_vars
 from stateflow.tasks.episode_record import SCHEMA_VERSION, EpisodeRecord
 from stateflow.tasks.methods import build_method
 
@@ -99,17 +100,17 @@ def run_episode(
         timeout_s=spec.timeout_s,
         raise_errors=False,
     )
-    v = result.vars
+    v = episode_vars(result)
     status = "ok"
     if result.stop_reason == "error":
         status = "timeout" if (result.error or "").startswith("RunTimeout") else "error"
-    submitted = bool(v.get("done"))
-    if "best_reward" in v:  # Try-Again: the best score over all attempts
-        reward_raw = float(v.get("reward", v["best_reward"]))
+    submitted = v.done
+    if v.best_reward is not None:  # Try-Again: the best score over all attempts
+        reward_raw = float(v.reward if v.reward is not None else v.best_reward)
         submit_info: dict[str, Any] = {}
     elif submitted:
-        reward_raw = float(v.get("reward", 0.0))
-        submit_info = dict(v.get("submit_info") or {})
+        reward_raw = float(v.reward or 0.0)
+        submit_info = dict(v.submit_info)
     else:
         try:
             reward_raw, submit_info = _submit_for_agent(env)
@@ -138,8 +139,8 @@ def run_episode(
         "reward_raw": reward_raw,
         "reward": max(reward_raw, 0.0),
         "success": reward_raw == 1.0,
-        "turns": int(v.get("turns", 0)),
-        "failed_actions": int(v.get("failed", 0)),
+        "turns": v.turns,
+        "failed_actions": v.failed,
         "invalid_replies": sum(parse_action(m.content).kind == "invalid" for m in actions),
         "llm_calls": usage.calls,
         "prompt_tokens": usage.prompt_tokens,

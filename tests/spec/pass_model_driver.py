@@ -61,6 +61,7 @@ def scorer() -> dict:
 
 
 def pass_episode() -> dict:
+    from stateflow.tasks.blackboard import episode_vars
     from stateflow.tasks.runner import RunSpec, open_env
     from stateflow.tasks.spec_agents import SpecAgentConfig, build_spec_agent
 
@@ -90,7 +91,7 @@ def pass_episode() -> dict:
     meta = result.history.last().meta if result.history.last() is not None else {}
     return {
         "error": result.error,
-        "reward": result.vars.get("reward"),
+        "reward": episode_vars(result).reward,
         "prompt_tokens": result.usage().prompt_tokens,
         "completion_tokens": result.usage().completion_tokens,
         "spec": meta.get("spec"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from stateflow.tasks.blackboard import episode_vars
 from stateflow.tasks.methods import METHODS
 from stateflow.tasks.runner import RunSpec, evaluate, open_env
 from stateflow.tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, SpecAgentConfig, build_spec_agent
@@ -123,7 +124,7 @@ def test_pass_runs_listed_actions_as_one_step_and_keeps_the_better_scored_text(s
         )
     finally:
         env.close()
-    assert result.vars["reward"] == 1.0
+    assert episode_vars(result).reward == 1.0 and result.vars == {"max_turns": 10}
     meta = result.history.last().meta["spec"]
     (step,) = meta["multi_action_steps"]
     calls = step["concurrent"]["calls"]
@@ -156,4 +157,4 @@ def test_an_episode_over_its_time_budget_ends_is_scored_and_keeps_its_usage(sql_
         env.close()
     meta = result.history.last().meta["spec"]
     assert meta["error"].startswith("EpisodeTimeout") and meta["trace"]["calls"] == 0
-    assert result.vars["done"] and result.vars["reward"] == 0.0  # submitted: only the schema ran
+    assert episode_vars(result).done and episode_vars(result).reward == 0.0  # submitted: only the schema ran

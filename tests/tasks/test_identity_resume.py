@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from stateflow.tasks import runner
+from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.identity import EpisodeIdentity
 from stateflow.tasks.metrics import load_results, summarize
 from stateflow.tasks.prompts import PROMPTS_DIR
@@ -25,6 +26,7 @@ from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
 from tests.tasks.fakes import FakeEnv
 
+_SCORED = {"success": True, "reward_raw": 1.0, "turns": 1, "failed_actions": 0}  # what every record has
 ORACLE = {"models": ModelAssignment.of("local"), "models_label": "default=local", "oracle": True}
 
 
@@ -132,7 +134,7 @@ def test_edited_prompt_files_change_the_identity(tmp_path, monkeypatch):
 
 def test_records_without_identity_are_other_settings(tmp_path):
     legacy = {"benchmark": "intercode-bash", "method": "stateflow", "models": "oracle", "task": 0, "status": "ok"}
-    ResultsFile(tmp_path / "results.jsonl").append(legacy)
+    ResultsFile(tmp_path / "results.jsonl").append(EpisodeRecord.from_dict(legacy | _SCORED))
     with pytest.raises(MixedSettingsError, match="no episode identity") as info:
         _run(_spec(tmp_path))
     assert info.value.legacy == 1
@@ -141,7 +143,7 @@ def test_records_without_identity_are_other_settings(tmp_path):
 
 def test_records_of_another_benchmark_are_not_compared(tmp_path):
     other = {"benchmark": "intercode-sql", "method": "stateflow", "models": "x", "task": 0, "identity": {}}
-    ResultsFile(tmp_path / "results.jsonl").append(other)
+    ResultsFile(tmp_path / "results.jsonl").append(EpisodeRecord.from_dict(other | _SCORED | {"status": "ok"}))
     assert _run(_spec(tmp_path)).finished == 3
 
 
