@@ -172,7 +172,7 @@ def test_retry_errors_replaces_the_errored_record_everywhere(tmp_path):
     assert [(r["task"], r["status"]) for r in retried.records] == [(0, "ok"), (1, "ok"), (2, "ok")]
     loaded = load_results([str(tmp_path)])
     assert len(loaded) == 3 and all(r["success"] for r in loaded)
-    (row,) = summarize(_lines(tmp_path))  # the raw file: the newest record of each task wins
+    (row,) = summarize([EpisodeRecord.from_dict(d) for d in _lines(tmp_path)])  # the raw file: newest record wins
     assert (row.n, row.sr, row.errored) == (3, 100.0, 0)
     again = _run(_spec(tmp_path, scripts=good, retry_errors=True, **base))
     assert (again.skipped, again.finished) == (3, 0)  # nothing errored is left

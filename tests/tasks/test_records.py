@@ -129,3 +129,12 @@ def test_unknown_keys_survive_a_round_trip_through_the_file(tmp_path):
     f.append(_rec(0, note={"from": "a newer tool"}))
     (back,) = f.load().records
     assert back.get("note") == {"from": "a newer tool"} and back.to_dict()["payload"] == "é" * 10
+
+
+def test_the_episode_record_docstring_example_runs():
+    import doctest
+
+    from stateflow.tasks import episode_record
+
+    result = doctest.testmod(episode_record)
+    assert result.attempted > 0 and result.failed == 0
