@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.executors import ThreadExecutor
 from stateflow.tasks.ray_executor import ray_executor_factory
 from stateflow.tasks.runner import RunSpec, evaluate, open_env
@@ -101,7 +102,7 @@ def _measure(spec: RunSpec, factory: Factory, actors: int) -> dict[str, Any]:
     }
 
 
-def _driver_append(records: list[dict[str, Any]], n: int = 300) -> None:
+def _driver_append(records: list[EpisodeRecord], n: int = 300) -> None:
     """The driver's own cost per record (JSON + one write + fsync): its ceiling in records/s."""
     from stateflow.tasks.records import ResultsFile
 
@@ -111,7 +112,7 @@ def _driver_append(records: list[dict[str, Any]], n: int = 300) -> None:
         for i in range(n):
             results.append(records[i % len(records)])
         per = (time.perf_counter() - t) / n
-    size = sum(len(json.dumps(r)) for r in records) / len(records)
+    size = sum(len(json.dumps(r.to_dict(), default=str)) for r in records) / len(records)
     print(
         f"driver: results.jsonl append {1000 * per:.2f} ms/record ({size / 1024:.1f} KiB each) "
         f"= {1 / per:.0f} records/s"

@@ -13,6 +13,7 @@ try:
 except PackageNotFoundError:  # running from a source checkout that was never installed
     __version__ = "0+unknown"
 
+from stateflow.blackboard import Blackboard
 from stateflow.conditions import Condition, Judge, last_contains, last_matches, meta_is, predicate
 from stateflow.context import Context
 from stateflow.errors import (
@@ -35,6 +36,7 @@ __all__ = [
     "ANY",
     "LLM",
     "AutoGenAgent",
+    "Blackboard",
     "ChatEndedError",
     "Condition",
     "ConfigError",

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from stateflow.blackboard import Blackboard
 from stateflow.messages import History
 
 if TYPE_CHECKING:
@@ -26,7 +27,11 @@ class Context:
         history: the context history so far.
         state: name of the current state.
         env: the run's environment or resource object (whatever the caller passed to ``run``).
-        vars: per-run scratch space for tools (e.g. turn counters); never shared between runs.
+        vars: the user's per-run variables (``run(..., vars=...)``, returned as ``RunResult.vars``);
+            never shared between runs.
+        board: typed records the flow's own tools and conditions keep during the run (turn
+            counters, an episode's reward, cached decisions), one per record class; see
+            :mod:`stateflow.blackboard`. Returned as ``RunResult.board``.
         ask: set by the runtime: answers an LLM judge about the current history.
         models: set by the runtime: the run's model assignment, for tools that call a model
             themselves (e.g. a summariser); they report that usage in ``ToolResult.usage``.
@@ -41,6 +46,7 @@ class Context:
     state: str = ""
     env: Any = None
     vars: MutableMapping[str, Any] = field(default_factory=dict)
+    board: Blackboard = field(default_factory=Blackboard)
     ask: Callable[[Judge], str | None] | None = None
     models: ModelAssignment | None = None
     scripts: Mapping[str, ScriptedLLM] = field(default_factory=dict)

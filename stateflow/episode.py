@@ -572,6 +572,7 @@ class Episode:
             transitions=self.transitions,
             error=error,
             vars=dict(self.ctx.vars),
+            board=self.ctx.board,
             started_at=started,
             ended_at=time.time(),
         )

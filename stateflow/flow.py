@@ -88,6 +88,35 @@ class State:
         """The state's prompter texts joined (the SF_Agent view's private system message)."""
         return "\n\n".join(o.text for o in self.outputs if isinstance(o, Prompt))
 
+    def with_outputs(self, *outputs: OutputFunction) -> State:
+        """The same state (name, final flag, description) running ``outputs`` instead.
+
+        >>> State("Solve", Prompt("a"), LLM()).with_outputs(Prompt("b")).outputs
+        (Prompt(text='b'),)
+        """
+        return State(self.name, *outputs, final=self.final, description=self.description)
+
+    def with_instruction(self, *lines: str) -> State:
+        """The same state with ``lines`` appended to its first :class:`Prompt`, one per line.
+
+        Used by ablations that change what a state is told (e.g. No_Verify tells Solve to submit).
+
+        >>> State("Solve", Prompt("Write the query."), LLM()).with_instruction("Then submit.").instruction
+        'Write the query.\\nThen submit.'
+
+        Raises:
+            FlowDefinitionError: the state has no prompt to amend.
+        """
+        at = next((i for i, o in enumerate(self.outputs) if isinstance(o, Prompt)), None)
+        if at is None:
+            raise FlowDefinitionError(self.name, [f"state {self.name!r} has no Prompt to add instructions to"])
+        if not lines:
+            return self
+        first = self.outputs[at]
+        assert isinstance(first, Prompt)
+        amended = Prompt("\n".join([first.text, *lines]))
+        return self.with_outputs(*self.outputs[:at], amended, *self.outputs[at + 1 :])
+
     def __repr__(self) -> str:
         kinds = ", ".join(o.label for o in self.outputs)
         return f"State({self.name!r}{', final' if self.final else ''}{': ' + kinds if kinds else ''})"
@@ -224,6 +253,10 @@ class Flow:
     def _validate(self, problems: list[str], *, derive_states: bool, rules: tuple[Transition, ...]) -> list[str]:
         table: dict[str, State] = self.states  # type: ignore[assignment]
         self._collect_rule_states(rules, table, derive_states, problems)
+        if derive_states:
+            ordered = self._reading_order(self.initial, rules, table)
+            table.clear()
+            table.update(ordered)
         names = list(table)
         for i, rule in enumerate(rules):
             where = f"transition #{i + 1} ({rule})"
@@ -283,6 +316,24 @@ class Flow:
                 elif ref.name not in table and derive:
                     table[ref.name] = ref
 
+    @staticmethod
+    def _reading_order(initial: str, rules: tuple[Transition, ...], table: dict[str, State]) -> dict[str, State]:
+        # The order a flow's figure is read in: breadth-first from the initial state along the
+        # rules that name their sources (in rule order), then states reached only through ANY
+        # rules, then the final states. Diagrams, tables and fingerprints list states this way.
+        order, todo = [initial], [initial]
+        while todo:
+            here = todo.pop(0)
+            for rule in rules:
+                named = rule.sources is not ANY and here in rule.sources  # type: ignore[operator]
+                target = table.get(rule.target)
+                if named and target is not None and not target.final and rule.target not in order:
+                    order.append(rule.target)
+                    todo.append(rule.target)
+        rest = [n for n in table if n not in order]
+        order += [n for n in rest if not table[n].final] + [n for n in rest if table[n].final]
+        return {n: table[n] for n in order if n in table}
+
     def _successors(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {n: [] for n in self.states}
         for name, st in self.states.items():
@@ -331,32 +382,65 @@ class Flow:
         *,
         replace: Iterable[State] = (),
         drop: Iterable[StateRef] = (),
+        reroute: Mapping[StateRef, StateRef] | None = None,
         transitions: Iterable[Transition] | None = None,
         initial: State | None = None,
     ) -> Flow:
-        """A new flow derived from this one (used for ablations such as No_Verify).
+        """A new flow derived from this one (ablations such as No_Verify, or other variants).
+
+        Rules keep their order and conditions; each is rebuilt on the variant's states, so a
+        replaced state is used everywhere its name appears.
 
         Args:
-            replace: states whose name matches an existing state replace it.
-            drop: states to remove; rules targeting or leaving only them are removed too.
-            transitions: a new rule list (defaults to the current rules, filtered by ``drop``).
+            name: the variant's name.
+            replace: states whose name matches an existing state replace it (in its place).
+            drop: states to remove. A dropped state disappears from the sources of every rule
+                (a rule left without sources is removed); a rule targeting it is removed, unless
+                ``reroute`` names a substitute.
+            reroute: ``{dropped state: substitute}``: rules that targeted the dropped state now
+                target the substitute (e.g. No_Observe: ``Init -> Observe`` becomes
+                ``Init -> Solve``).
+            transitions: a new rule list instead (then ``drop`` and ``reroute`` only remove states).
             initial: a new initial state.
+
+        Raises:
+            FlowDefinitionError: the variant is not a valid flow (e.g. a reroute to an unknown
+                or dropped state), listing every problem.
+
+        >>> from stateflow import ANY, Flow, LLM, Prompt, State, Transition, last_contains
+        >>> ask, check = State("Ask", Prompt("Answer."), LLM()), State("Check", Prompt("Sure?"), LLM())
+        >>> done = State("Done", final=True)
+        >>> full = Flow("full", initial=ask, transitions=[
+        ...     Transition(ANY, done, when=last_contains("FINAL")),
+        ...     Transition(ask, check),
+        ...     Transition(check, ask),
+        ... ])
+        >>> [str(r) for r in full.variant("no-check", drop=[check], reroute={check: ask}).transitions]
+        ["ANY -> Done [last message contains 'FINAL']", 'Ask -> Ask [always]']
         """
         dropped = {_ref(d) for d in drop}
+        moves = {_ref(k): _ref(v) for k, v in (reroute or {}).items()}
+        problems = [f"reroute of {k!r}: {k!r} is not dropped" for k in moves if k not in dropped]
+        problems += [f"reroute of {k!r} to {v!r}: that state is dropped too" for k, v in moves.items() if v in dropped]
+        problems += [f"drop: unknown state {d!r}; states: {list(self.states)}" for d in dropped if d not in self.states]
         table = {n: s for n, s in self.states.items() if n not in dropped}
         for st in replace:
             table[st.name] = st
+        problems += [f"reroute to unknown state {v!r}; states: {list(table)}" for v in moves.values() if v not in table]
+        if problems:
+            raise FlowDefinitionError(name, problems)
         if transitions is None:
             kept = []
             for r in self.transitions:
-                if r.target in dropped:
+                target = moves.get(r.target, r.target)
+                if target in dropped:
                     continue
-                if r.sources is not ANY:
-                    srcs = tuple(s for s in r.sources if s not in dropped)  # type: ignore[union-attr]
-                    if not srcs:
-                        continue
-                    r = Transition([table[s] for s in srcs], table[r.target], r.when)
-                kept.append(r)
+                if r.sources is ANY:
+                    kept.append(Transition(ANY, table[target], r.when))
+                    continue
+                srcs = [table[s] for s in r.sources if s not in dropped]  # type: ignore[union-attr]
+                if srcs:
+                    kept.append(Transition(srcs, table[target], r.when))
             rules: Iterable[Transition] = kept
         else:
             rules = transitions

@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from stateflow.blackboard import Blackboard
 from stateflow.messages import History, Message, Usage
 
 __all__ = ["RunResult", "Step", "TransitionRecord", "UsageTotals"]
@@ -115,7 +116,9 @@ class RunResult:
         steps: one record per output-function call and judge consultation.
         transitions: the path taken.
         error: the message of the exception that ended the run, if any.
-        vars: the run's scratch variables at the end (tools put episode facts here).
+        vars: the user's variables at the end (what ``run(..., vars=...)`` started with, as tools
+            left them).
+        board: the typed records the flow's tools and conditions kept (:mod:`stateflow.blackboard`).
         started_at, ended_at: wall-clock bounds of the run (seconds since the epoch).
     """
 
@@ -128,6 +131,7 @@ class RunResult:
     transitions: list[TransitionRecord]
     error: str | None = None
     vars: dict[str, Any] = field(default_factory=dict)
+    board: Blackboard = field(default_factory=Blackboard)
     started_at: float = 0.0
     ended_at: float = 0.0
 

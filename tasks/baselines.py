@@ -14,7 +14,10 @@ exactly like the StateFlow flows, so the comparison stays on equal terms.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from stateflow.tasks.actions import parse_action
+from stateflow.tasks.blackboard import EpisodeVars, Observation
 from stateflow.tasks.grammar import THOUGHT_ACTION_GBNF
 from stateflow.tasks.prompts import load_prompt
 from stateflow.tasks.tools import (
@@ -93,17 +96,18 @@ def _execute_and_score(fmt: ObservationFormat) -> Tool:
         if last is not None and parse_action(last.content).kind == "submit":
             return plain(ctx)  # the agent may still end the episode itself
         result = plain(ctx)
-        if result.meta.get("action") is None:  # malformed response: nothing to score
+        seen = Observation.of(result.meta)
+        if seen is None or seen.action is None:  # malformed response: nothing to score
             return result
         _, reward, _, _ = ctx.env.step("submit")  # scores the last observation; env stays usable
-        best = max(reward, ctx.vars.get("best_reward", float("-inf")))
-        ctx.vars["best_reward"] = best
+        ep = EpisodeVars.of(ctx)
+        ep.best_reward = reward if ep.best_reward is None else max(reward, ep.best_reward)
         solved = reward == 1
         if solved:
-            ctx.vars["done"] = True
-            ctx.vars["reward"] = reward
+            ep.done = True
+            ep.reward = reward
         text = result.content.removesuffix(REPEAT_NOTE) + f"\nScore: {reward}" + ("" if solved else ". Try again.")
-        return ToolResult(text, {**result.meta, "reward": reward, "solved": solved})
+        return ToolResult(text, replace(seen, reward=reward, solved=solved).meta())
 
     return Tool(run, "execute_and_score")
 

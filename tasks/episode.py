@@ -17,6 +17,8 @@ from typing import Any
 from stateflow.envs.base import Environment, Task
 from stateflow.tasks.actions import parse_action
 from stateflow.tasks.benchmark import Benchmark
+from stateflow.tasks.blackboard import episode_vars
+from stateflow.tasks.episode_record import SCHEMA_VERSION, EpisodeRecord
 from stateflow.tasks.methods import build_method
 
 from stateflow import ModelAssignment, ModelProfile, run
@@ -92,7 +94,7 @@ def _submit_for_agent(env: Environment) -> tuple[float, dict[str, Any]]:
 
 def run_episode(
     env: Environment, index: int, spec: EpisodeSpec, clock: Callable[[], float] = time.perf_counter
-) -> dict[str, Any]:
+) -> EpisodeRecord:
     """Run one task and return its result record (never raises for agent or model failures)."""
     t0 = clock()
     task = env.task(index)
@@ -115,7 +117,7 @@ def run_episode(
         timeout_s=spec.timeout_s,
         raise_errors=False,
     )
-    v = result.vars
+    v = episode_vars(result)
     status = "ok"
     if result.stop_reason == "error":
         status = "timeout" if (result.error or "").startswith("RunTimeout") else "error"
@@ -123,13 +125,13 @@ def run_episode(
             crashes = crashed_local_servers(spec.models)
             if crashes:
                 result.error = "; ".join([result.error or "error", *crashes])
-    submitted = bool(v.get("done"))
-    if "best_reward" in v:  # Try-Again: the best score over all attempts
-        reward_raw = float(v.get("reward", v["best_reward"]))
+    submitted = v.done
+    if v.best_reward is not None:  # Try-Again: the best score over all attempts
+        reward_raw = float(v.reward if v.reward is not None else v.best_reward)
         submit_info: dict[str, Any] = {}
     elif submitted:
-        reward_raw = float(v.get("reward", 0.0))
-        submit_info = dict(v.get("submit_info") or {})
+        reward_raw = float(v.reward or 0.0)
+        submit_info = dict(v.submit_info)
     else:
         try:
             reward_raw, submit_info = _submit_for_agent(env)
@@ -138,7 +140,8 @@ def run_episode(
             status, result.error = "error", f"{type(err).__name__}: {err} (while scoring)"
     usage = result.usage()
     actions = [m for m in result.history if m.kind.value == "llm"]
-    return {
+    record = {
+        "schema_version": SCHEMA_VERSION,
         "benchmark": spec.benchmark.name,
         "dataset": spec.dataset,
         "method": spec.method,
@@ -157,8 +160,8 @@ def run_episode(
         "reward_raw": reward_raw,
         "reward": max(reward_raw, 0.0),
         "success": reward_raw == 1.0,
-        "turns": int(v.get("turns", 0)),
-        "failed_actions": int(v.get("failed", 0)),
+        "turns": v.turns,
+        "failed_actions": v.failed,
         "invalid_replies": sum(parse_action(m.content).kind == "invalid" for m in actions),
         "llm_calls": usage.calls,
         "prompt_tokens": usage.prompt_tokens,
@@ -175,3 +178,4 @@ def run_episode(
         "wall_s": round(clock() - t0, 4),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+    return EpisodeRecord.from_dict(record)

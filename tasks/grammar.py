@@ -6,7 +6,9 @@ into repeating one character until ``max_tokens`` (see docs/platform.md).
 
 from __future__ import annotations
 
-from typing import Any
+from stateflow.tasks.blackboard import EpisodeVars
+
+from stateflow import Context
 
 __all__ = ["EXECUTE_ONLY_GBNF", "THOUGHT_ACTION_GBNF", "describe_table_grammar"]
 
@@ -34,13 +36,13 @@ def _gbnf_literal(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def describe_table_grammar(ctx: Any) -> str:
+def describe_table_grammar(ctx: Context) -> str:
     """Thought line, then ``execute[DESC <table>]`` for a table the environment listed.
 
     Used by the SQL flow's Observe state: it exists to look at one real table. Falls back to
     :data:`EXECUTE_ONLY_GBNF` before any table list was seen.
     """
-    tables = ctx.vars.get("tables") or []
+    tables = EpisodeVars.of(ctx).tables
     if not tables:
         return EXECUTE_ONLY_GBNF
     names = " | ".join(_gbnf_literal(t) for t in tables)

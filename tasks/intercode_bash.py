@@ -1,4 +1,7 @@
-"""The paper's InterCode-Bash flow (Init, Solve, Verify, Error, End).
+"""The paper's InterCode-Bash flow (Init, Solve, Verify, Error, End), defined once.
+
+Grammar on/off and resampling are parameters of the one definition; the states are those the
+rules name.
 
 Transitions depend only on whether the last command succeeded, read from its output:
 
@@ -61,7 +64,6 @@ def build_bash_flow(
     return Flow(
         name,
         initial=init,
-        states=[init, solve, verify, error, end],
         transitions=[
             Transition(ANY, end, when=env_done),
             Transition(ANY, end, when=turns_exhausted()),

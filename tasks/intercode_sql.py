@@ -1,7 +1,7 @@
 """The paper's InterCode-SQL flow (Init, Observe, Solve, Verify, Error, End) and its ablations.
 
-One definition, built by :func:`build_sql_flow`; the ablations are the same definition with a
-state switched off, never copies::
+:func:`sql_flow` is the flow of the paper's figure, defined once; the ablations and the schema
+variant are derived from it with :meth:`~stateflow.flow.Flow.variant`, never copied::
 
     Init ──► Observe ──► Solve ◄──► Verify          any state ── error ──► Error
                            ▲           │             any state ── submit ─► End
@@ -17,6 +17,11 @@ Rules, in priority order (the first that holds wins):
 6. Solve / Verify / Error: a successful SELECT → Verify
 7. Solve / Verify / Error: a successful DESC → Solve
 8. Solve / Verify / Error: anything else → Solve
+
+Variants: :func:`without_verify` (Solve is told to submit when done), :func:`without_error`
+(failures go to Verify, which is told to fix them), :func:`without_observe` (Init goes straight
+to Solve, which is told to DESC first) and :func:`with_schema` (not the paper's flow: Init lists
+every table with its columns and Observe is skipped; small local models gain most from it).
 """
 
 from __future__ import annotations
@@ -36,11 +41,96 @@ from stateflow.tasks.tools import (
 
 from stateflow import ANY, LLM, Flow, Prompt, State, Transition
 
-__all__ = ["SQL_FLOW", "SQL_NO_ERROR", "SQL_NO_OBSERVE", "SQL_NO_VERIFY", "SQL_SCHEMA", "build_sql_flow"]
+__all__ = [
+    "SQL_FLOW",
+    "SQL_NO_ERROR",
+    "SQL_NO_OBSERVE",
+    "SQL_NO_VERIFY",
+    "SQL_SCHEMA",
+    "build_sql_flow",
+    "sql_flow",
+    "with_schema",
+    "without_error",
+    "without_observe",
+    "without_verify",
+]
+
+
+def sql_flow(*, grammar: bool = False, resample_repeats: bool = True, fmt: ObservationFormat | None = None) -> Flow:
+    """The paper's SQL flow (rules in the module docstring).
+
+    Args:
+        grammar: constrain every LLM call with the Thought/Action grammar (enforced by servers
+            that support grammars, monitor-only elsewhere); Observe's grammar admits only
+            ``execute[DESC <table>]`` for a table that ``SHOW TABLES`` listed.
+        resample_repeats: when a reply repeats the previous command verbatim, ask once more at a
+            higher temperature (small models loop at temperature 0; the discarded reply is still
+            traced and paid for).
+        fmt: how observations are shown to the agent.
+    """
+    retry = repeats_last_action if resample_repeats else None
+    llm = LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=retry)
+    look = LLM(grammar=describe_table_grammar if grammar else None, retry_when=retry)  # DESC a listed table
+    act = execute(fmt=fmt)
+    init = State(
+        "Init", execute("SHOW TABLES", fmt=fmt, name="show_tables"), description="list the tables (no LLM call)"
+    )
+    observe = State("Observe", _prompt("observe"), look, act, description="DESC the relevant table")
+    solve = State("Solve", _prompt("solve"), llm, act, description="write the SELECT")
+    verify = State("Verify", _prompt("verify"), llm, act, description="check the result; revise or submit")
+    error = State("Error", _prompt("error"), llm, act, description="recover from a failed statement")
+    end = State("End", final=True)
+    return Flow(
+        "intercode-sql",
+        initial=init,
+        transitions=[  # checked top to bottom; the first rule that holds wins
+            Transition(ANY, end, when=env_done),
+            Transition(ANY, end, when=turns_exhausted()),
+            Transition(ANY, error, when=action_failed),  # includes Error -> Error
+            Transition(init, observe),
+            Transition(observe, solve),
+            Transition([solve, verify, error], verify, when=statement_is("SELECT")),
+            Transition([solve, verify, error], solve, when=statement_is("DESC")),
+            Transition([solve, verify, error], solve),
+        ],
+        max_transitions=40,
+        system_message=load_prompt("sql", "system"),
+        description="StateFlow for InterCode-SQL (Wu et al. 2024)",
+    )
+
+
+def _prompt(key: str) -> Prompt:
+    return Prompt(load_prompt("sql", key))
+
 
 _SUBMIT_IN_SOLVE = "When the last result already answers the question exactly, submit instead."
 _DESC_IN_SOLVE = "Start by running DESC on the tables you need; you have not seen any columns yet."
 _ERRORS_IN_VERIFY = "If the last statement failed, read the error and fix it (DESC a table to see its real columns)."
+
+
+def without_verify(flow: Flow) -> Flow:
+    """No_Verify: a SELECT goes back to Solve, which is told to submit when the result answers."""
+    solve = flow.states["Solve"].with_instruction(_SUBMIT_IN_SOLVE)
+    return flow.variant(flow.name + "-no-verify", drop=["Verify"], replace=[solve])
+
+
+def without_error(flow: Flow) -> Flow:
+    """No_Error: a failed action goes to Verify, which is told to read the error and fix it."""
+    verify = flow.states["Verify"].with_instruction(_ERRORS_IN_VERIFY)
+    return flow.variant(flow.name + "-no-error", drop=["Error"], reroute={"Error": "Verify"}, replace=[verify])
+
+
+def without_observe(flow: Flow) -> Flow:
+    """No_Observe: Init goes straight to Solve, which is told to DESC the tables it needs first."""
+    solve = flow.states["Solve"].with_instruction(_DESC_IN_SOLVE)
+    return flow.variant(flow.name + "-no-observe", drop=["Observe"], reroute={"Observe": "Solve"}, replace=[solve])
+
+
+def with_schema(flow: Flow) -> Flow:
+    """The schema variant: Init lists every table with its columns (no LLM call), Observe is skipped."""
+    init = State("Init", describe_schema(), description="list every table and its columns (no LLM call)")
+    name = flow.name.replace("intercode-sql", "intercode-sql-schema", 1)
+    return flow.variant(name, drop=["Observe"], reroute={"Observe": "Solve"}, replace=[init])
 
 
 def build_sql_flow(
@@ -54,101 +144,41 @@ def build_sql_flow(
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
-    """Build the SQL flow.
+    """The SQL flow with ablations chosen by switches (the variants of :func:`sql_flow` combined).
 
     Args:
-        observe: include Observe (No_Observe: Init goes straight to Solve, which may DESC).
-        verify: include Verify (No_Verify: Solve is told to submit when done).
-        error: include Error (No_Error: failures go to Verify, which is told to fix them).
-        grammar: constrain every LLM call with the Thought/Action grammar (servers that
-            support grammars enforce it; elsewhere a warning says it is monitor-only).
-            Observe's grammar admits only ``execute[DESC <table>]`` for a table that
-            ``SHOW TABLES`` listed: it exists to inspect one real table.
-        schema: a variant, not the paper's flow: Init lists every table with its columns (no
-            LLM call) and Observe is skipped, so Solve starts with the whole schema in view.
-            Small local models gain most from it (docs/platform.md).
-        resample_repeats: when a reply repeats the previous command verbatim, ask once more at
-            a higher temperature (small models loop at temperature 0; the discarded reply is
-            still traced and paid for).
-        fmt: how observations are shown to the agent.
-        name: the flow's name (derived from the switches by default).
+        observe: include Observe (off: :func:`without_observe`).
+        verify: include Verify (off: :func:`without_verify`).
+        error: include Error (off: :func:`without_error`).
+        grammar, resample_repeats, fmt: as in :func:`sql_flow`.
+        schema: the schema variant (:func:`with_schema`; Observe is then skipped anyway).
+        name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
+            each state switched off, in the order observe, verify, error).
+
+    Raises:
+        ValueError: both Verify and Error are switched off (nothing would handle a failed statement).
     """
     if not (verify or error):
         raise ValueError("the SQL flow needs Verify or Error to handle failed statements")
+    flow = sql_flow(grammar=grammar, resample_repeats=resample_repeats, fmt=fmt)
+    base = flow.name + ("-schema" if schema else "")
     if schema:
-        observe = False
-    retry = repeats_last_action if resample_repeats else None
-    llm = LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=retry)
-    act = execute(fmt=fmt)
-
-    def instruction(key: str, *extra: str) -> Prompt:
-        return Prompt("\n".join([load_prompt("sql", key), *extra]))
-
-    if schema:
-        init = State("Init", describe_schema(), description="list every table and its columns (no LLM call)")
-    else:
-        init = State(
-            "Init", execute("SHOW TABLES", fmt=fmt, name="show_tables"), description="list the tables (no LLM call)"
-        )
-    # Observe only inspects: its grammar (when on) names a listed table and has no submit.
-    observe_llm = LLM(grammar=describe_table_grammar if grammar else None, retry_when=retry)
-    observe_s = State("Observe", instruction("observe"), observe_llm, act, description="DESC the relevant table")
-    solve = State(
-        "Solve",
-        instruction("solve", *([] if verify else [_SUBMIT_IN_SOLVE]), *([] if observe or schema else [_DESC_IN_SOLVE])),
-        llm,
-        act,
-        description="write the SELECT",
-    )
-    verify_s = State(
-        "Verify",
-        instruction("verify", *([] if error else [_ERRORS_IN_VERIFY])),
-        llm,
-        act,
-        description="check the result; revise or submit",
-    )
-    error_s = State("Error", instruction("error"), llm, act, description="recover from a failed statement")
-    end = State("End", final=True)
-
-    loop = [solve, *([verify_s] if verify else []), *([error_s] if error else [])]
-    rules = [
-        Transition(ANY, end, when=env_done),
-        Transition(ANY, end, when=turns_exhausted()),
-        Transition(ANY, error_s if error else verify_s, when=action_failed),
-        Transition(init, observe_s if observe else solve),
-    ]
-    if observe:
-        rules.append(Transition(observe_s, solve))
-    if verify:
-        rules.append(Transition(loop, verify_s, when=statement_is("SELECT")))
-    rules.append(Transition(loop, solve, when=statement_is("DESC")))
-    rules.append(Transition(loop, solve))
-    switches = (
-        (("verify", verify), ("error", error))
-        if schema
-        else (("observe", observe), ("verify", verify), ("error", error))
-    )
-    ablated = [n for n, on in switches if not on]
-    return Flow(
-        name or "intercode-sql" + ("-schema" if schema else "") + "".join(f"-no-{a}" for a in ablated),
-        initial=init,
-        states=[
-            init,
-            *([observe_s] if observe else []),
-            solve,
-            *([verify_s] if verify else []),
-            *([error_s] if error else []),
-            end,
-        ],
-        transitions=rules,
-        max_transitions=40,
-        system_message=load_prompt("sql", "system"),
-        description="StateFlow for InterCode-SQL (Wu et al. 2024)",
-    )
+        flow = with_schema(flow)
+    # Applied in this order so added instructions read in the order the original builder wrote them.
+    for off, derive in (
+        (not verify, without_verify),
+        (not error, without_error),
+        (not observe and not schema, without_observe),
+    ):
+        if off:
+            flow = derive(flow)
+    ablated = [a for a, on in (("observe", observe or schema), ("verify", verify), ("error", error)) if not on]
+    wanted = name or base + "".join(f"-no-{a}" for a in ablated)
+    return flow if flow.name == wanted else flow.variant(wanted)
 
 
-SQL_FLOW = build_sql_flow()
-SQL_NO_VERIFY = build_sql_flow(verify=False)
-SQL_NO_ERROR = build_sql_flow(error=False)
-SQL_NO_OBSERVE = build_sql_flow(observe=False)
-SQL_SCHEMA = build_sql_flow(schema=True)
+SQL_FLOW = sql_flow()
+SQL_NO_VERIFY = without_verify(SQL_FLOW)
+SQL_NO_ERROR = without_error(SQL_FLOW)
+SQL_NO_OBSERVE = without_observe(SQL_FLOW)
+SQL_SCHEMA = with_schema(SQL_FLOW)

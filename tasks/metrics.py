@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.records import latest_records
 
 __all__ = ["GROUP_KEYS", "Row", "group_records", "load_results", "setting_labels", "summarize", "tokens_by_state"]
@@ -64,29 +65,28 @@ class Row:
         }
 
 
-def _row(group: tuple[str, ...], rs: list[dict[str, Any]], setting: str) -> Row:
+def _row(group: tuple[str, ...], rs: list[EpisodeRecord], setting: str) -> Row:
     n = len(rs)
-    actions = sum(r["turns"] for r in rs)
-    failed = sum(r["failed_actions"] for r in rs)
+    actions = sum(r.turns for r in rs)
+    failed = sum(r.failed_actions for r in rs)
     return Row(
         group=group,
         n=n,
-        sr=100.0 * sum(bool(r["success"]) for r in rs) / n,
-        reward=sum(max(float(r["reward_raw"]), 0.0) for r in rs) / n,
-        reward_raw=sum(r["reward_raw"] for r in rs) / n,
+        sr=100.0 * sum(r.success for r in rs) / n,
+        reward=sum(max(r.reward_raw, 0.0) for r in rs) / n,
+        reward_raw=sum(r.reward_raw for r in rs) / n,
         turns=actions / n,
         error_rate=100.0 * failed / actions if actions else 0.0,
-        cost=sum(r["cost"] for r in rs),
-        p_tokens=sum(r["prompt_tokens"] for r in rs) / n,
-        c_tokens=sum(r["completion_tokens"] for r in rs) / n,
-        errored=sum(r["status"] != "ok" for r in rs),
+        cost=sum(r.cost for r in rs),
+        p_tokens=sum(r.prompt_tokens for r in rs) / n,
+        c_tokens=sum(r.completion_tokens for r in rs) / n,
+        errored=sum(r.status != "ok" for r in rs),
         setting=setting,
     )
 
 
-def _identity(r: dict[str, Any]) -> dict[str, Any]:
-    ident = r.get("identity")
-    return ident if isinstance(ident, dict) else {}
+def _identity(r: EpisodeRecord) -> dict[str, Any]:
+    return r.identity or {}
 
 
 def _short(field: str, value: Any) -> str:
@@ -116,14 +116,17 @@ def setting_labels(identities: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def group_records(
-    records: Iterable[dict[str, Any]], keys: Sequence[str]
-) -> list[tuple[tuple[str, ...], str, list[dict[str, Any]]]]:
-    """``(group, setting label, records)`` per group and identity, newest record per episode."""
-    groups: dict[tuple[str, ...], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    records: Iterable[EpisodeRecord], keys: Sequence[str]
+) -> list[tuple[tuple[str, ...], str, list[EpisodeRecord]]]:
+    """``(group, setting label, records)`` per group and identity, newest record per episode.
+
+    ``keys`` name record fields (e.g. ``method``, ``hardness``); a field a record lacks groups as ``"None"``.
+    """
+    groups: dict[tuple[str, ...], dict[str, list[EpisodeRecord]]] = defaultdict(lambda: defaultdict(list))
     for r in latest_records(records):
-        digest = str(r.get("identity_digest") or "")
-        groups[tuple(str(r.get(k)) for k in keys)][digest].append(r)
-    out: list[tuple[tuple[str, ...], str, list[dict[str, Any]]]] = []
+        digest = r.identity_digest or ""
+        groups[tuple(str(getattr(r, k, None)) for k in keys)][digest].append(r)
+    out: list[tuple[tuple[str, ...], str, list[EpisodeRecord]]] = []
     for g, by_identity in sorted(groups.items()):
         digests = sorted(by_identity)
         labels = setting_labels([_identity(by_identity[d][0]) for d in digests])
@@ -133,7 +136,7 @@ def group_records(
     return out
 
 
-def summarize(records: Iterable[dict[str, Any]], keys: Sequence[str] = GROUP_KEYS) -> list[Row]:
+def summarize(records: Iterable[EpisodeRecord], keys: Sequence[str] = GROUP_KEYS) -> list[Row]:
     """One :class:`Row` per distinct value of ``keys`` (e.g. add ``"hardness"``) and setting, sorted.
 
     Only the newest record of each identity and task counts. Rows of one group made with
@@ -143,7 +146,7 @@ def summarize(records: Iterable[dict[str, Any]], keys: Sequence[str] = GROUP_KEY
 
 
 def tokens_by_state(
-    records: Iterable[dict[str, Any]], keys: Sequence[str] = GROUP_KEYS
+    records: Iterable[EpisodeRecord], keys: Sequence[str] = GROUP_KEYS
 ) -> dict[tuple[str, ...], dict[str, dict[str, float]]]:
     """Mean prompt and completion tokens per task, per state, per group.
 
@@ -154,7 +157,7 @@ def tokens_by_state(
     for g, label, rs in group_records(records, keys):
         sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         for r in rs:
-            for state, u in r.get("usage_by_state", {}).items():
+            for state, u in r.usage_by_state.items():
                 sums[state][0] += u["prompt_tokens"]
                 sums[state][1] += u["completion_tokens"]
         if sums:
@@ -163,7 +166,7 @@ def tokens_by_state(
     return out
 
 
-def load_results(dirs: Iterable[str]) -> list[dict[str, Any]]:
+def load_results(dirs: Iterable[str]) -> list[EpisodeRecord]:
     """The records of ``DIR/results.jsonl`` for each directory (or a results file given directly).
 
     Only the newest record of each identity and task is returned (re-run episodes replace their
@@ -171,12 +174,13 @@ def load_results(dirs: Iterable[str]) -> list[dict[str, Any]]:
 
     Raises:
         FileNotFoundError: a directory holds no results file.
+        InvalidRecordError: a line is not a valid record (names the file, line and field).
     """
     from pathlib import Path
 
     from stateflow.tasks.records import ResultsFile
 
-    out: list[dict[str, Any]] = []
+    out: list[EpisodeRecord] = []
     for d in dirs:
         p = Path(d)
         path = p if p.is_file() else p / "results.jsonl"

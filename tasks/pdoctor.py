@@ -27,9 +27,11 @@ Both flows stop after a step budget of ``max(--max-turns, 2 x actions + 2)`` too
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import dataclass, field
 
 from stateflow.envs.pdoctor import ErrorClass, PDoctorEnv, SynthesisConfig, Verdict, classify, parse_range, step_budget
+from stateflow.tasks.blackboard import EpisodeVars
+from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.prompts import load_prompt
 
 from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolResult, Transition, meta_is, predicate
@@ -37,6 +39,7 @@ from stateflow.errors import ConfigError
 
 __all__ = [
     "ERROR_CLASSES",
+    "PlanNotes",
     "build_planning_flow",
     "build_react_flow",
     "dataset_label",
@@ -106,9 +109,7 @@ def _tool_list(extended_note: str) -> Tool:
 
 def _submit(ctx: Context, env: PDoctorEnv) -> ToolResult:
     _, reward, _, info = env.step("submit")
-    ctx.vars["done"] = True
-    ctx.vars["reward"] = reward
-    ctx.vars["submit_info"] = info
+    EpisodeVars.of(ctx).submitted(reward, info)
     return ToolResult(f"Submitted. Reward: {reward}", {"ok": True, "done": True, "reward": reward, "action": "submit"})
 
 
@@ -119,11 +120,9 @@ def _call_tool(ctx: Context) -> ToolResult:
     kind, arg = parse_reply(last.content if last else "")
     if kind == "submit":
         return _submit(ctx, env)
-    ctx.vars["turns"] = ctx.vars.get("turns", 0) + 1
     observation, _, _, info = env.step(arg if kind == "call" else f"<malformed> {arg}")
     ok = bool(info.get("action_executed"))
-    if not ok:
-        ctx.vars["failed"] = ctx.vars.get("failed", 0) + 1
+    EpisodeVars.of(ctx).count_turn(failed=not ok)
     text = str(observation) if kind == "call" else _FORMAT_HELP
     return ToolResult(text, {"ok": ok, "done": False, "action": arg if kind == "call" else None})
 
@@ -131,7 +130,7 @@ def _call_tool(ctx: Context) -> ToolResult:
 def _budget_used(ctx: Context) -> bool:
     env = _env(ctx)
     limit = max(int(ctx.vars.get("max_turns") or 0), step_budget(env.current))
-    return ctx.vars.get("turns", 0) >= limit
+    return EpisodeVars.of(ctx).turns >= limit
 
 
 budget_exhausted = predicate(_budget_used, "step budget used")
@@ -253,6 +252,21 @@ def _reaches(edges: list[tuple[str, str]], src: str, dst: str) -> bool:
     return False
 
 
+@dataclass
+class PlanNotes:
+    """The plan-then-execute flow's own notes (one per run, on ``ctx.board``).
+
+    Attributes:
+        plan: the tool order the Check state derived from the extracted requirements.
+        starts_after: extended requests: the earliest start (minutes) per tool.
+        repairs: times the extracted requirements were rejected and asked for again.
+    """
+
+    plan: list[str] = field(default_factory=list)
+    starts_after: dict[str, int] = field(default_factory=dict)
+    repairs: int = 0
+
+
 _MAX_REPAIRS = 2
 
 
@@ -274,13 +288,13 @@ def _check(ctx: Context) -> ToolResult:
         )
     if not orders:
         problems.append("no requirement was listed in the form '<tool name> before <tool name>'")
-    repairs = ctx.vars.get("repairs", 0)
-    if problems and repairs < _MAX_REPAIRS:
-        ctx.vars["repairs"] = repairs + 1
+    notes = ctx.board.setdefault(PlanNotes)
+    if problems and notes.repairs < _MAX_REPAIRS:
+        notes.repairs += 1
         text = "Rejected: " + "; ".join(problems) + ". List the requirements again, one per line, then done."
         return ToolResult(text, {"ok": False, "done": False})
-    ctx.vars["plan"] = plan
-    ctx.vars["starts_after"] = {k: v for k, v in starts.items() if k in tools}
+    notes.plan = plan
+    notes.starts_after = {k: v for k, v in starts.items() if k in tools}
     note = f" (ignored: {'; '.join(problems)})" if problems else ""
     return ToolResult("Plan: " + " -> ".join(plan) + note, {"ok": True, "done": False})
 
@@ -291,15 +305,14 @@ def _execute(ctx: Context) -> ToolResult:
     request = env.current
     observations = []
     clock = request.day_start
-    for name in ctx.vars.get("plan", []):
+    notes = ctx.board.setdefault(PlanNotes)
+    for name in notes.plan:
         call = name
         if request.extended:
-            start = max(clock, ctx.vars.get("starts_after", {}).get(name, 0))
+            start = max(clock, notes.starts_after.get(name, 0))
             call = f"{name}(start={start // 60:02d}:{start % 60:02d})"
-        ctx.vars["turns"] = ctx.vars.get("turns", 0) + 1
         observation, _, _, info = env.step(call)
-        if not info.get("action_executed"):
-            ctx.vars["failed"] = ctx.vars.get("failed", 0) + 1
+        EpisodeVars.of(ctx).count_turn(failed=not info.get("action_executed"))
         observations.append(f"call[{call}] -> {observation}")
         m = _END_TIME.search(str(observation))
         if m:
@@ -357,14 +370,13 @@ def build_planning_flow(grammar: bool = False) -> Flow:
 # -- reports and the CLI ---------------------------------------------------------------------
 
 
-def episode_error_class(record: dict[str, Any]) -> str | None:
+def episode_error_class(record: EpisodeRecord) -> str | None:
     """The PDoctor error class of a result record (``None``: success; ``"errored"``: the harness
     or model failed, not the agent's planning)."""
-    if record.get("status") == "error":
+    if record.status == "error":
         return "errored"
-    raw = record.get("verdict")
-    verdict = Verdict.from_dict(raw) if raw else None
-    finished = bool(record.get("submitted")) and record.get("status") != "timeout"
+    verdict = Verdict.from_dict(record.verdict) if record.verdict else None
+    finished = record.submitted and record.status != "timeout"
     c = classify(verdict, finished=finished)
     return c.value if c else None
 

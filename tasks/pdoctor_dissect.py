@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from stateflow.envs.pdoctor import PDoctorEnv, Request, SynthesisConfig
 from stateflow.envs.pdoctor.dissection import Diagnosis, dissect
 from stateflow.tasks.benchmarks import PDOCTOR
+from stateflow.tasks.blackboard import episode_vars
 from stateflow.tasks.methods import build_method
 
 from stateflow import ModelAssignment, ModelProfile, run
@@ -47,8 +48,9 @@ def attempt_with(
             timeout_s=timeout_s,
             raise_errors=False,
         )
-        if result.vars.get("done"):
-            return result.vars.get("reward") == 1.0
+        episode = episode_vars(result)
+        if episode.done:
+            return episode.reward == 1.0
         _, reward, _, _ = env.step("submit")  # ran out of steps: judged like the runner does
         return reward == 1.0
 

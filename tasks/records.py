@@ -9,7 +9,9 @@ Each record is written with a single ``write`` on a file opened with ``O_APPEND`
 ``fsync``-ed, so a ``kill -9`` leaves at most one torn last line. Loading tolerates exactly that:
 a final line without its newline (or not valid JSON) is reported and cut off before new records
 are appended, and every complete line is kept. A corrupt line in the *middle* is an error naming
-the file and line, because silently skipping it would lose a finished task.
+the file and line, because silently skipping it would lose a finished task; so is a complete line
+that is not a valid :class:`~stateflow.tasks.episode_record.EpisodeRecord` (the error names the
+file, line and field). Loading never changes the file except for cutting a torn last line.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from stateflow.tasks.episode_record import EpisodeRecord
 
 from stateflow.errors import StateFlowError
 
@@ -31,31 +34,23 @@ __all__ = ["LEGACY_IDENTITY", "LoadReport", "ResultsFile", "latest_records", "re
 LEGACY_IDENTITY = "legacy"
 
 
-def record_key(record: dict[str, Any]) -> tuple[str, int]:
+def record_key(record: EpisodeRecord) -> tuple[str, int]:
     """What identifies an episode: its identity digest and task index.
 
     A record without an identity (an older file) gets ``("legacy:<benchmark>/<method>/<models>",
     task)``, so legacy records of one cell still replace each other.
-
-    Raises:
-        StateFlowError: the record has no task index.
     """
-    digest = record.get("identity_digest")
-    if not digest:
-        digest = f"{LEGACY_IDENTITY}:{record.get('benchmark')}/{record.get('method')}/{record.get('models')}"
-    try:
-        return str(digest), int(record["task"])
-    except (KeyError, TypeError, ValueError):
-        raise StateFlowError(f"result record without a valid task index: {str(record)[:200]}") from None
+    digest = record.identity_digest or f"{LEGACY_IDENTITY}:{record.benchmark}/{record.method}/{record.models}"
+    return digest, record.task
 
 
-def latest_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def latest_records(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
     """The newest record of each key (the last one in file order), in the order they were written.
 
     The results file is append-only, so a re-run episode leaves its older record in place; this
     is how every reader (resume, metrics, reports) counts each episode once.
     """
-    newest: dict[tuple[str, int], tuple[int, dict[str, Any]]] = {}
+    newest: dict[tuple[str, int], tuple[int, EpisodeRecord]] = {}
     for pos, r in enumerate(records):
         newest[record_key(r)] = (pos, r)
     return [r for _, r in sorted(newest.values(), key=lambda item: item[0])]
@@ -65,7 +60,7 @@ def latest_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 class LoadReport:
     """What :meth:`ResultsFile.load` read: every complete record, and whether the last line was torn."""
 
-    records: list[dict[str, Any]]
+    records: list[EpisodeRecord]
     torn_tail: bool
 
 
@@ -77,30 +72,36 @@ class ResultsFile:
         self._lock = threading.Lock()
 
     def load(self, *, repair: bool = False) -> LoadReport:
-        """Read every complete record; with ``repair``, cut a torn last line off the file."""
+        """Read every complete record; with ``repair``, cut a torn last line off the file.
+
+        Raises:
+            StateFlowError: a complete line is not JSON (names the file and line).
+            InvalidRecordError: a complete line is not a valid record (names file, line and field).
+        """
         if not self.path.exists():
             return LoadReport([], False)
         raw = self.path.read_bytes()
         cut = raw.rfind(b"\n") + 1  # records end with a newline: anything after the last one is torn
-        records: list[dict[str, Any]] = []
+        records: list[EpisodeRecord] = []
         for lineno, line in enumerate(raw[:cut].split(b"\n")[:-1], 1):
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                data = json.loads(line)
             except json.JSONDecodeError as err:
                 raise StateFlowError(
                     f"{self.path}:{lineno}: corrupt result record ({err.msg}); fix or remove that line"
                 ) from err
+            records.append(EpisodeRecord.from_dict(data, where=f"{self.path}:{lineno}"))
         torn = cut < len(raw)
         if torn and repair:
             with self.path.open("r+b") as fh:
                 fh.truncate(cut)
         return LoadReport(records, torn)
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: EpisodeRecord) -> None:
         """Append one record atomically (one write, then fsync)."""
-        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        data = (json.dumps(record.to_dict(), ensure_ascii=False, default=str) + "\n").encode("utf-8")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -112,6 +113,6 @@ class ResultsFile:
             finally:
                 os.close(fd)
 
-    def extend(self, records: Iterable[dict[str, Any]]) -> None:
+    def extend(self, records: Iterable[EpisodeRecord]) -> None:
         for r in records:
             self.append(r)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.metrics import GROUP_KEYS, Row, group_records, summarize, tokens_by_state
 
 from stateflow.graph import to_dot
@@ -62,7 +63,7 @@ def _label(group: tuple[str, ...], setting: str = "") -> str:
     return f"{text} [{setting}]" if setting else text
 
 
-def write_plots(records: list[dict[str, Any]], out: Path) -> list[Path]:
+def write_plots(records: list[EpisodeRecord], out: Path) -> list[Path]:
     """``success_vs_cost.png`` and ``tokens_by_state.png`` in ``out``."""
     import matplotlib
 
@@ -129,20 +130,20 @@ def _svg_for(method: str, benchmark: str) -> str:
     return svg[svg.find("<svg") :]
 
 
-def _episode_view(r: dict[str, Any], max_chars: int) -> dict[str, Any]:
+def _episode_view(r: EpisodeRecord, max_chars: int) -> dict[str, Any]:
     return {
-        "task": r["task"],
-        "success": r["success"],
-        "reward": r["reward_raw"],
-        "status": r["status"],
-        "error": r.get("error"),
-        "query": r["query"],
-        "path": r["path"],
-        "turns": r["turns"],
-        "tokens": r["prompt_tokens"] + r["completion_tokens"],
+        "task": r.task,
+        "success": r.success,
+        "reward": r.reward_raw,
+        "status": r.status,
+        "error": r.error,
+        "query": r.query,
+        "path": r.path,
+        "turns": r.turns,
+        "tokens": r.prompt_tokens + r.completion_tokens,
         "messages": [
             {"state": m["state"], "kind": m["kind"], "name": m["name"], "content": m["content"][:max_chars]}
-            for m in r.get("history", [])
+            for m in r.history
         ],
     }
 
@@ -196,7 +197,7 @@ document.body.dataset.ready = 'yes';
 """
 
 
-def write_html(records: list[dict[str, Any]], out: Path, plots: Sequence[Path] = (), max_chars: int = 4000) -> Path:
+def write_html(records: list[EpisodeRecord], out: Path, plots: Sequence[Path] = (), max_chars: int = 4000) -> Path:
     """A self-contained ``report.html`` in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     rows = summarize(records)
@@ -211,11 +212,11 @@ def write_html(records: list[dict[str, Any]], out: Path, plots: Sequence[Path] =
     groups = group_records(records, GROUP_KEYS)  # newest record per episode, settings kept apart
     sections, data = [], []
     for gid, (key, setting, rs) in enumerate(groups):
-        rs = sorted(rs, key=lambda r: r["task"])
+        rs = sorted(rs, key=lambda r: r.task)
         data.append([_episode_view(r, max_chars) for r in rs])
         items = "".join(
-            f'<div class="ep {"ok" if r["success"] else "bad"}" data-g="{gid}" data-i="{i}">'
-            f"task {r['task']}: reward {r['reward_raw']:.2f}, {r['turns']} turns — {html.escape(r['query'][:90])}</div>"
+            f'<div class="ep {"ok" if r.success else "bad"}" data-g="{gid}" data-i="{i}">'
+            f"task {r.task}: reward {r.reward_raw:.2f}, {r.turns} turns — {html.escape(r.query[:90])}</div>"
             for i, r in enumerate(rs)
         )
         sections.append(
@@ -240,7 +241,7 @@ def write_html(records: list[dict[str, Any]], out: Path, plots: Sequence[Path] =
     return path
 
 
-def write_report(records: list[dict[str, Any]], out: Path) -> dict[str, Path]:
+def write_report(records: list[EpisodeRecord], out: Path) -> dict[str, Path]:
     """Plots, HTML and ``metrics.json`` (overall and by hardness) in ``out``."""
     from stateflow.tasks.report_pdoctor import write_pdoctor_plots  # pdoctor: planning-limit curve, error classes
 

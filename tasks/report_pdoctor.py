@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.pdoctor import ERROR_CLASSES, episode_error_class
 
 __all__ = ["PlanningSummary", "markdown", "pdoctor_tables", "summarize_pdoctor", "write_pdoctor_plots"]
@@ -51,19 +52,19 @@ class PlanningSummary:
         }
 
 
-def _actions(record: dict[str, Any]) -> int:
-    v = record.get("verdict") or {}
+def _actions(record: EpisodeRecord) -> int:
+    v = record.verdict or {}
     if "n_actions" in v:
         return int(v["n_actions"])
-    return int(str(record.get("hardness") or "0").split()[0])
+    return int(str(record.hardness or "0").split()[0])
 
 
-def summarize_pdoctor(records: Iterable[dict[str, Any]]) -> list[PlanningSummary]:
+def summarize_pdoctor(records: Iterable[EpisodeRecord]) -> list[PlanningSummary]:
     """One summary per (method, models), over the pdoctor records only."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[EpisodeRecord]] = defaultdict(list)
     for r in records:
-        if r.get("benchmark") == "pdoctor":
-            groups[(r["method"], r["models"])].append(r)
+        if r.benchmark == "pdoctor":
+            groups[(r.method, r.models)].append(r)
     out = []
     for (method, models), rs in sorted(groups.items()):
         by: dict[int, list[int]] = defaultdict(lambda: [0, 0])
@@ -94,7 +95,7 @@ def _class_columns(rows: list[PlanningSummary]) -> list[str]:
     return [*ERROR_CLASSES, *extra]
 
 
-def pdoctor_tables(records: list[dict[str, Any]]) -> list[Table]:
+def pdoctor_tables(records: list[EpisodeRecord]) -> list[Table]:
     """Rich tables: success rate by number of actions, and failures by error class."""
     rows = summarize_pdoctor(records)
     if not rows:
@@ -128,7 +129,7 @@ def pdoctor_tables(records: list[dict[str, Any]]) -> list[Table]:
     return [t1, t2]
 
 
-def markdown(records: list[dict[str, Any]]) -> str:
+def markdown(records: list[EpisodeRecord]) -> str:
     """The two tables as Markdown (for docs/results.md)."""
     rows = summarize_pdoctor(records)
     if not rows:
@@ -153,7 +154,7 @@ def markdown(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_pdoctor_plots(records: list[dict[str, Any]], out: Path) -> list[Path]:
+def write_pdoctor_plots(records: list[EpisodeRecord], out: Path) -> list[Path]:
     """``planning_limit.png`` (success rate vs number of actions, one line per method/models) and
     ``pdoctor.json``; nothing when there are no pdoctor records."""
     rows = summarize_pdoctor(records)

@@ -17,13 +17,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from stateflow.envs.base import Environment
 from stateflow.tasks.benchmark import Benchmark, EnvOptions
 from stateflow.tasks.episode import ORACLE_PROFILE, EpisodeSpec, run_episode
+from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.executors import EpisodeExecutor, ThreadExecutor
 from stateflow.tasks.identity import (
     RUN_WIDE_FIELDS,
@@ -201,8 +201,8 @@ class MixedSettingsError(ConfigError):
 
 
 def _other_settings(
-    records: list[dict[str, Any]], identities: dict[str, EpisodeIdentity]
-) -> tuple[list[dict[str, Any]], list[FieldDifference], int]:
+    records: list[EpisodeRecord], identities: dict[str, EpisodeIdentity]
+) -> tuple[list[EpisodeRecord], list[FieldDifference], int]:
     """Records of this run's benchmark whose identity is not compatible with this run's.
 
     Methods are the comparison axis of a results directory, so another method is fine as long
@@ -210,14 +210,14 @@ def _other_settings(
     match exactly. Other benchmarks are never compared.
     """
     mine = next(iter(identities.values()))
-    others: list[dict[str, Any]] = []
+    others: list[EpisodeRecord] = []
     diffs: dict[str, FieldDifference] = {}
     legacy = 0
     for r in records:
-        if r.get("benchmark") != mine.benchmark:
+        if r.benchmark != mine.benchmark:
             continue
-        recorded = r.get("identity")
-        if not isinstance(recorded, dict):
+        recorded = r.identity
+        if recorded is None:
             others.append(r)
             legacy += 1
             continue
@@ -279,7 +279,7 @@ class RunSummary:
     skipped: int
     finished: int
     interrupted: bool
-    records: list[dict[str, Any]]
+    records: list[EpisodeRecord]
     identities: dict[str, EpisodeIdentity] = field(default_factory=dict)
 
 
@@ -291,12 +291,12 @@ class _Live:
         self.tokens = 0
         self.cost = 0.0
 
-    def add(self, r: dict[str, Any]) -> None:
+    def add(self, r: EpisodeRecord) -> None:
         self.done += 1
-        self.solved += bool(r["success"])
-        self.errors += r["status"] != "ok"
-        self.tokens += r["prompt_tokens"] + r["completion_tokens"]
-        self.cost += r["cost"]
+        self.solved += r.success
+        self.errors += r.status != "ok"
+        self.tokens += r.prompt_tokens + r.completion_tokens
+        self.cost += r.cost
 
     def text(self) -> str:
         sr = 100.0 * self.solved / self.done if self.done else 0.0
@@ -382,7 +382,7 @@ def _run(
     identities: dict[str, EpisodeIdentity],
     selection: TaskSelection,
     results: ResultsFile,
-    current: list[dict[str, Any]],
+    current: list[EpisodeRecord],
     torn_tail: bool,
     console: Console,
     executor_factory: Callable[[int, Callable[[], Environment]], EpisodeExecutor],
@@ -395,9 +395,7 @@ def _run(
         console.print("[yellow]note:[/] cut off an incomplete last record (the previous run was killed mid-write)")
     digests = {ident.digest: m for m, ident in identities.items()}
     done = {
-        record_key(r)
-        for r in current
-        if r.get("identity_digest") in digests and not (spec.retry_errors and r.get("status") != "ok")
+        record_key(r) for r in current if r.identity_digest in digests and not (spec.retry_errors and r.status != "ok")
     }
     jobs = [(m, i) for m in spec.methods for i in selection.indices if (identities[m].digest, i) not in done]
     skipped = len(spec.methods) * len(selection.indices) - len(jobs)
@@ -434,9 +432,9 @@ def _run(
         )
         for m in spec.methods
     }
-    stamps = {m: {"identity": ident.to_dict(), "identity_digest": ident.digest} for m, ident in identities.items()}
+    stamps = {m: (ident.to_dict(), ident.digest) for m, ident in identities.items()}
     live = _Live()
-    new_records: list[dict[str, Any]] = []
+    new_records: list[EpisodeRecord] = []
     interrupted = False
     executor = executor_factory(spec.workers, lambda: env_factory(spec))
     bar = Progress(
@@ -451,9 +449,9 @@ def _run(
         transient=False,
     )
 
-    def work(env: Environment, job: tuple[str, int]) -> dict[str, Any]:
+    def work(env: Environment, job: tuple[str, int]) -> EpisodeRecord:
         method, index = job
-        return run_episode(env, index, specs[method]) | stamps[method]
+        return run_episode(env, index, specs[method]).stamped(*stamps[method])
 
     def on_interrupt() -> None:
         console.print("[yellow]interrupted:[/] finishing the episodes in flight (Ctrl-C again to abort)")
@@ -475,5 +473,5 @@ def _run(
     interrupted = interrupted or executor.interrupted
     if interrupted:
         console.print(f"saved {len(new_records)} episode(s); re-run the same command to resume")
-    mine = [r for r in latest_records(current + new_records) if r.get("identity_digest") in digests]
+    mine = [r for r in latest_records(current + new_records) if r.identity_digest in digests]
     return RunSummary(spec.out, len(jobs) + skipped, skipped, len(new_records), interrupted, mine, identities)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from stateflow.envs.base import Environment
 from stateflow.tasks.actions import statement_kind
+from stateflow.tasks.blackboard import EpisodeVars
 from stateflow.tasks.spec_prompts import SpecDomain, system_message
 from stateflow.tasks.tools import ObservationFormat
 
@@ -120,7 +121,7 @@ class _InterCodeTool:
         fmt: ObservationFormat,
         question: str,
         spec: AgentSpec,
-        ctx_vars: dict[str, Any],
+        episode: EpisodeVars,
         max_turns: int,
         completer: Completer,
         summariser: Callable[[], Summariser | None],
@@ -128,7 +129,7 @@ class _InterCodeTool:
         messages: list[dict[str, Any]],
     ):
         self.env, self.fmt, self.question, self.spec = env, fmt, question, spec
-        self.vars = ctx_vars
+        self.episode = episode
         self.max_turns = max_turns
         self.completer = completer
         self.summariser = summariser
@@ -144,15 +145,15 @@ class _InterCodeTool:
     def execute(self, command: str) -> str:
         """Run one command as an agent action (counts a turn)."""
         command = command.strip().strip("`").strip()
-        if self.vars.get("turns", 0) >= self.max_turns:
+        if self.episode.turns >= self.max_turns:
             return _TURN_LIMIT_NOTE
-        self.vars["turns"] = self.vars.get("turns", 0) + 1
         if not command or command.lower() == "submit":
-            self.vars["failed"] = self.vars.get("failed", 0) + 1
+            self.episode.count_turn(failed=True)
             return "No command given: write the command to run after the input label."
+        self.episode.turns += 1
         observation, _, _, info = self.env.step(command)
         if not info.get("action_executed", True):
-            self.vars["failed"] = self.vars.get("failed", 0) + 1
+            self.episode.failed += 1
         text = self.fmt.render(observation, statement_kind(command))
         return text or "(no output)"
 
@@ -236,13 +237,13 @@ def _completer(ctx: Context, profile: ModelProfile) -> Completer:
     return completer_for(profile, http=ctx.http)
 
 
-def _question(env: Environment, domain: SpecDomain, task_text: str, ctx_vars: dict[str, Any]) -> str:
+def _question(env: Environment, domain: SpecDomain, task_text: str, episode: EpisodeVars) -> str:
     """The task as the agent sees it; with ``domain.describe_schema`` followed by every table's
     columns (the set-up counts one turn, as the schema variant of the StateFlow flow does)."""
     query = task_text.removeprefix("Question: ").removeprefix("Task: ")
     if not domain.describe_schema:
         return query
-    ctx_vars["turns"] = ctx_vars.get("turns", 0) + 1
+    episode.count_turn()
     tables, _, _, info = env.step("SHOW TABLES")
     if not info.get("action_executed", True) or not isinstance(tables, list):
         return query
@@ -258,10 +259,11 @@ def _question(env: Environment, domain: SpecDomain, task_text: str, ctx_vars: di
 def run_spec_episode(ctx: Context, config: SpecAgentConfig, domain: SpecDomain, fmt: ObservationFormat) -> ToolResult:
     """Run one spec-agent episode on ``ctx.env`` (already reset to the task) and submit.
 
-    Sets ``ctx.vars`` ``turns``, ``failed``, ``done``, ``reward``, ``submit_info`` like the
-    other methods' tools. A monitor that gives up (:class:`SpecViolationError`), a spent time
-    budget or a failed model call ends the episode there; what was executed is still submitted,
-    the usage so far is kept and the error is in ``meta["spec"]["error"]``.
+    Records turns, failures and the submission in the run's
+    :class:`~stateflow.tasks.blackboard.EpisodeVars` like the other methods' tools. A monitor
+    that gives up (:class:`SpecViolationError`), a spent time budget or a failed model call ends
+    the episode there; what was executed is still submitted, the usage so far is kept and the
+    error is in ``meta["spec"]["error"]``.
     """
     env: Environment = ctx.env
     if env is None:
@@ -272,7 +274,8 @@ def run_spec_episode(ctx: Context, config: SpecAgentConfig, domain: SpecDomain, 
     spec = library_spec(config.spec)
     t0 = time.perf_counter()
     completer = _DeadlineCompleter(_completer(ctx, profile), time.monotonic() + config.max_seconds)
-    question = _question(env, domain, ctx.task, ctx.vars)
+    episode = EpisodeVars.of(ctx)
+    question = _question(env, domain, ctx.task, episode)
     messages = [{"role": "system", "content": system_message(spec, domain)}, {"role": "user", "content": "Begin."}]
     scorer_box: list[Scorer | None] = []
 
@@ -287,7 +290,7 @@ def run_spec_episode(ctx: Context, config: SpecAgentConfig, domain: SpecDomain, 
         fmt,
         question,
         spec,
-        ctx.vars,
+        episode,
         int(ctx.vars.get("max_turns", 10)),
         completer,
         summariser,
@@ -315,7 +318,7 @@ def run_spec_episode(ctx: Context, config: SpecAgentConfig, domain: SpecDomain, 
     if answer:
         tool.execute(answer)
     _, reward, _, info = env.step("submit")
-    ctx.vars.update(done=True, reward=reward, submit_info=info)
+    episode.submitted(reward, info)
     p_tok = (trace.prompt_tokens if trace else 0) + tool.extra_prompt_tokens
     c_tok = (trace.completion_tokens if trace else 0) + tool.extra_completion_tokens
     usage = Usage(

@@ -2,11 +2,12 @@
 
 :func:`execute` builds the tool that runs the agent's action (or a fixed command, e.g. Init's
 ``SHOW TABLES``) in the run's InterCode environment (``ctx.env``) and reports structured facts in
-the message's ``meta``: ``ok`` (upstream's ``action_executed``), ``done``, ``reward``,
-``action`` and ``statement`` (the command's first keyword).
+the message's ``meta`` as an :class:`~stateflow.tasks.blackboard.Observation`: ``ok`` (upstream's
+``action_executed``), ``done``, ``reward``, ``action`` and ``statement`` (the command's first keyword).
 
-Episode bookkeeping lives in ``ctx.vars``: ``turns`` (environment interactions),
-``failed`` (actions that did not execute), ``reward``/``done`` after a submit.
+Episode bookkeeping lives in the run's :class:`~stateflow.tasks.blackboard.EpisodeVars`
+(``ctx.board``): turns (environment interactions), failed actions, the reward after a submit.
+The turn limit is the user's variable ``max_turns``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from stateflow.tasks.actions import Action, parse_action, statement_kind
+from stateflow.tasks.blackboard import EpisodeVars, Observation
 
 from stateflow import Condition, Context, Kind, Tool, ToolResult, meta_is, predicate
 
@@ -86,35 +88,30 @@ def execute(command: str | None = None, *, fmt: ObservationFormat | None = None,
         else:
             last = ctx.history.last(Kind.LLM)
             action = parse_action(last.content if last else "")
+        ep = EpisodeVars.of(ctx)
         if action.kind == "invalid":
-            ctx.vars["turns"] = ctx.vars.get("turns", 0) + 1
-            ctx.vars["failed"] = ctx.vars.get("failed", 0) + 1
-            return ToolResult(INVALID_ACTION, {"ok": False, "done": False, "action": None, "statement": ""})
+            ep.count_turn(failed=True)
+            return ToolResult(INVALID_ACTION, Observation(ok=False).meta())
         observation, reward, done, info = env.step(action.as_env_action())
         if action.kind == "submit":
-            ctx.vars["done"] = True
-            ctx.vars["reward"] = reward
-            ctx.vars["submit_info"] = info
+            ep.submitted(reward, info)
             text = f"Submitted. Reward: {reward}"
-            return ToolResult(text, {"ok": True, "done": True, "reward": reward, "action": "submit"})
-        ctx.vars["turns"] = ctx.vars.get("turns", 0) + 1
+            return ToolResult(text, Observation(ok=True, done=True, action="submit", reward=reward).meta())
         ok = bool(info.get("action_executed", True))
-        if not ok:
-            ctx.vars["failed"] = ctx.vars.get("failed", 0) + 1
+        ep.count_turn(failed=not ok)
         statement = statement_kind(action.command)
         if ok and statement == "SHOW" and isinstance(observation, list):
             # Remembered for grammars that may only name real tables (see stateflow.tasks.grammar).
-            ctx.vars["tables"] = [str(row[0]) for row in observation if row]
+            ep.tables = [str(row[0]) for row in observation if row]
         text = fmt.render(observation, statement)
         if text == "":
             text = "(no output)"
-        repeated = fmt.flag_repeats and ctx.vars.get("last_action") == action.command
+        repeated = fmt.flag_repeats and ep.last_action == action.command
         if repeated:
             text += REPEAT_NOTE
-        ctx.vars["last_action"] = action.command
-        ctx.vars["done"] = bool(done)
-        meta = {"ok": ok, "done": bool(done), "action": action.command, "statement": statement, "repeated": repeated}
-        return ToolResult(text, meta)
+        ep.last_action = action.command
+        ep.done = bool(done)
+        return ToolResult(text, Observation(ok, bool(done), action.command, statement, repeated).meta())
 
     return Tool(run_action, name)
 
@@ -130,12 +127,13 @@ def describe_schema(*, name: str = "describe_schema") -> Tool:
         env = ctx.env
         if env is None:
             raise RuntimeError("describe_schema needs an environment: run(..., env=ENV)")
-        ctx.vars["turns"] = ctx.vars.get("turns", 0) + 1
+        ep = EpisodeVars.of(ctx)
+        ep.count_turn()
         tables, _, _, info = env.step("SHOW TABLES")
         if not info.get("action_executed", True) or not isinstance(tables, list):
-            return ToolResult(str(tables), {"ok": False, "done": False, "action": "SHOW TABLES", "statement": "SHOW"})
+            return ToolResult(str(tables), Observation(ok=False, action="SHOW TABLES", statement="SHOW").meta())
         names = [str(row[0]) for row in tables if row]
-        ctx.vars["tables"] = names
+        ep.tables = names
         lines = []
         for t in names:
             cols, _, _, info = env.step(f"DESC `{t}`")
@@ -145,7 +143,7 @@ def describe_schema(*, name: str = "describe_schema") -> Tool:
             else:
                 lines.append(f"{t}(?)")
         text = "Tables and their columns:\n" + "\n".join(lines)
-        return ToolResult(text, {"ok": True, "done": False, "action": "SHOW TABLES", "statement": "SHOW"})
+        return ToolResult(text, Observation(ok=True, action="SHOW TABLES", statement="SHOW").meta())
 
     return Tool(run_schema, name)
 
@@ -160,7 +158,7 @@ action_failed: Condition = meta_is("ok", False, name="action failed")
 def repeats_last_action(ctx: Context, reply: str) -> bool:
     """The reply's action is exactly the previous executed command (a loop at temperature 0)."""
     action = parse_action(reply)
-    return action.kind == "execute" and action.command == ctx.vars.get("last_action")
+    return action.kind == "execute" and action.command == EpisodeVars.of(ctx).last_action
 
 
 def statement_is(*keywords: str) -> Condition:
@@ -169,17 +167,18 @@ def statement_is(*keywords: str) -> Condition:
 
     def check(ctx: Context) -> bool:
         m = ctx.history.last(Kind.TOOL)
-        return m is not None and m.meta.get("ok") is True and m.meta.get("statement", "").upper() in wanted
+        seen = None if m is None else Observation.of(m.meta)
+        return seen is not None and seen.ok and seen.statement.upper() in wanted
 
     return predicate(check, f"ran {'/'.join(sorted(wanted))}")
 
 
 def turns_exhausted(limit_var: str = "max_turns") -> Condition:
-    """The episode used its environment turns (``ctx.vars[limit_var]``; no limit when unset)."""
+    """The episode used its environment turns (the user's ``vars[limit_var]``; no limit when unset)."""
 
     def check(ctx: Context) -> bool:
         limit = ctx.vars.get(limit_var)
-        return limit is not None and ctx.vars.get("turns", 0) >= limit
+        return limit is not None and EpisodeVars.of(ctx).turns >= limit
 
     return predicate(check, "turn limit reached")
 
@@ -190,8 +189,10 @@ def failure_text(markers: Iterable[str]) -> Condition:
 
     def check(ctx: Context) -> bool:
         m = ctx.history.last(Kind.TOOL)
-        return m is not None and (
-            (m.meta.get("ok") is False and m.meta.get("action") is None) or any(x in m.content for x in items)
-        )
+        if m is None:
+            return False
+        seen = Observation.of(m.meta)
+        malformed = seen is not None and not seen.ok and seen.action is None
+        return malformed or any(x in m.content for x in items)
 
     return predicate(check, "output shows an error")

@@ -281,7 +281,7 @@ def run_spec(
         raise ValueError(f"--engine {engine!r}: valid engines are flow, monitor")
     import stateflow
     from stateflow.outputs import ToolResult
-    from stateflow.spec.importer import spec_to_flow
+    from stateflow.spec.importer import SpecRun, spec_to_flow
 
     def handler(name: str) -> Any:
         def supply(ctx: Any) -> ToolResult:
@@ -306,10 +306,11 @@ def run_spec(
         if m.kind.value in ("llm", "tool") and m.state in s.spec.states:
             out.print(f"{escape(s.state(m.state).text)} {escape(m.content.strip())}")
     u = result.usage()
+    kept = result.board.get(SpecRun) or SpecRun()
     out.print(
         f"stop: {result.stop_reason}; trace valid: {s.dfa.accepts(sf.trace(result))}; "
         f"calls {u.calls}; tokens {u.prompt_tokens}+{u.completion_tokens}; "
-        f"retries/fallbacks: {len(result.vars.get('spec_violations', []))}/{len(result.vars.get('spec_fallbacks', []))}"
+        f"retries/fallbacks: {len(kept.violations)}/{len(kept.fallbacks)}"
     )
 
 

@@ -16,7 +16,8 @@ Mapping:
 * an entry that writes another state's step, or a value outside the state's allowed values, is
   a violation: the state is entered again (the invalid entry does not count for the automaton),
   at most ``max_retries`` times in a row, then :class:`~stateflow.spec.errors.SpecViolationError`
-  ends the run. Values are never coerced; violations are listed in ``vars["spec_violations"]``;
+  ends the run. Values are never coerced; violations are listed in the run's :class:`SpecRun`
+  record (``result.board.get(SpecRun).violations``), never in the user's ``vars``;
 * an env-input handler returning ``ToolResult(..., meta={"done": True})`` ends the run where
   the behaviour may stop.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from stateflow.conditions import Condition, Judge
@@ -40,10 +41,30 @@ from stateflow.spec.compiled import AgentSpec
 from stateflow.spec.errors import SpecError, SpecViolationError
 from stateflow.spec.grammar import DEFAULT_MAX_CONTENT, line_grammar
 
-__all__ = ["EnvHandler", "SpecFlow", "environment_step", "spec_to_flow", "task_input"]
+__all__ = ["EnvHandler", "SpecFlow", "SpecRun", "environment_step", "spec_to_flow", "task_input"]
 
 EnvHandler = Callable[[Context], "ToolResult | str"]
 _END_CHOICE = "end"
+
+
+@dataclass
+class SpecRun:
+    """What an imported spec keeps during one run, on the run's blackboard (``ctx.board``).
+
+    Attributes:
+        violations: every invalid entry, in order (the state was entered again after each).
+        fallbacks: every judge answer that named no valid option (the first option was taken).
+        retries: invalid entries in a row in the current state.
+        dfa_state: the automaton state after the last valid entry.
+        decision: the next-state decision for the history length it was made at: the rules
+            leaving a state all ask it, and the judge must be consulted only once.
+    """
+
+    violations: list[str] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)
+    retries: int = 0
+    dfa_state: int | None = None
+    decision: tuple[int, str] | None = None
 
 
 def task_input(ctx: Context) -> str:
@@ -175,23 +196,22 @@ class _Decider:
         return tuple(out)
 
     def decide(self, ctx: Context) -> str:
-        key = ("_spec_decision", len(ctx.history))
-        cached = ctx.vars.get("_spec_decision")
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        decision = self._decide(ctx)
-        ctx.vars["_spec_decision"] = (key, decision)
+        run = ctx.board.setdefault(SpecRun)
+        if run.decision is not None and run.decision[0] == len(ctx.history):
+            return run.decision[1]
+        decision = self._decide(ctx, run)
+        run.decision = (len(ctx.history), decision)
         return decision
 
-    def _decide(self, ctx: Context) -> str:
+    def _decide(self, ctx: Context, run: SpecRun) -> str:
         spec, dfa = self.spec, self.spec.dfa
         last = ctx.history.last()
         if last is not None and last.kind == Kind.LLM and last.state == ctx.state:
             problem = _entry_problem(spec, ctx.state, last.content)
             if problem is not None:
-                retries = ctx.vars.get("spec_retries", 0) + 1
-                ctx.vars["spec_retries"] = retries
-                ctx.vars.setdefault("spec_violations", []).append(problem)
+                run.retries += 1
+                retries = run.retries
+                run.violations.append(problem)
                 if retries > self.max_retries:
                     q = dfa.run(_valid_trace(spec, ctx.history))
                     raise SpecViolationError(
@@ -201,12 +221,12 @@ class _Decider:
                         detail=last.content[:200],
                     )
                 return ctx.state  # retry the state: the invalid entry does not count
-        ctx.vars["spec_retries"] = 0
+        run.retries = 0
         trace = _valid_trace(spec, ctx.history)
         q = dfa.run(trace)
         if q is None:  # cannot happen: transitions only follow the automaton
             raise SpecViolationError(f"run left the spec at {trace}", dfa_state=-1, valid=())
-        ctx.vars["spec_dfa_state"] = q
+        run.dfa_state = q
         # a run does not end before its first step; with ending="environment" only the
         # environment (or the automaton) ends it
         options = self._options(q, allow_end=bool(trace) and self.ending == "judge")
@@ -228,9 +248,7 @@ class _Decider:
         assert ctx.ask is not None
         answer = ctx.ask(judge)
         if answer is None:
-            ctx.vars.setdefault("spec_fallbacks", []).append(
-                f"judge {judge.name} gave no valid option at automaton state {q}; took {options[0]}"
-            )
+            run.fallbacks.append(f"judge {judge.name} gave no valid option at automaton state {q}; took {options[0]}")
             return options[0]
         return options[judge.choices.index(answer)]
 

@@ -125,7 +125,8 @@ def test_states_are_derived_from_multi_source_rules_too():
         initial=A,
         transitions=[Transition(A, END, when=X), Transition([A, B], C), Transition(C, END)],
     )
-    assert list(flow.states) == ["A", "End", "B", "C"]
+    # reading order: breadth-first from the initial state, then the rest, final states last
+    assert list(flow.states) == ["A", "C", "B", "End"]
     assert flow.states["B"] is B
     assert flow.warnings == ("state 'B' is unreachable from 'A'",)
 
@@ -204,7 +205,7 @@ def test_variant_replaces_drops_and_keeps_settings():
     new_b = State("B", Prompt("new b"), LLM())
     v = base.variant("no-verify", drop=[verify], replace=[new_b])
     assert (v.name, v.max_transitions, v.system_message, v.description) == ("no-verify", 7, "sys", "desc")
-    assert list(v.states) == ["A", "End", "B"] and v.states["B"] is new_b
+    assert list(v.states) == ["A", "B", "End"] and v.states["B"] is new_b
     assert [str(r) for r in v.transitions] == [
         "A -> End [last message contains 'x']",
         "A -> B [always]",
@@ -234,3 +235,48 @@ def test_combined_conditions_pass_the_context_to_each_part():
 def test_predicate_name_falls_back_for_callables_without_a_name():
     fn = functools.partial(lambda ctx, v: v, v=True)
     assert predicate(fn).name == "predicate"
+
+
+def test_variant_reroutes_rules_of_a_dropped_state_and_rebuilds_any_rules_on_replaced_states():
+    observe = State("Observe", Prompt("look"), LLM())
+    err = State("Err", Prompt("fix"), LLM())
+    base = Flow(
+        "full",
+        initial=A,
+        transitions=[
+            Transition(ANY, err, when=X),
+            Transition(A, observe),
+            Transition(observe, B),
+            Transition([B, err], END),
+        ],
+    )
+    new_err = err.with_instruction("Read the error first.")
+    v = base.variant("no-observe", drop=[observe], reroute={observe: B}, replace=[new_err])
+    assert [str(r) for r in v.transitions] == [
+        "ANY -> Err [last message contains 'x']",
+        "A -> B [always]",
+        "B|Err -> End [always]",
+    ]
+    assert v.transitions[0].state_objects == (new_err,) and v.states["Err"] is new_err
+    assert new_err.instruction == "fix\nRead the error first."
+    assert "Observe" in base.states and base.states["Err"] is err  # the original is untouched
+
+
+def test_variant_rejects_reroutes_that_cannot_hold():
+    observe = State("Observe", Prompt("look"), LLM())
+    base = Flow("full", initial=A, transitions=[Transition(A, observe), Transition(observe, END)])
+    with pytest.raises(FlowDefinitionError, match="'Observe' is not dropped"):
+        base.variant("v", reroute={observe: END})
+    with pytest.raises(FlowDefinitionError, match="unknown state 'Nope'"):
+        base.variant("v", drop=["Nope"])
+    with pytest.raises(FlowDefinitionError, match="reroute to unknown state 'Gone'"):
+        base.variant("v", drop=[observe], reroute={observe: "Gone"})
+
+
+def test_with_instruction_needs_a_prompt():
+    with pytest.raises(FlowDefinitionError, match="has no Prompt"):
+        State("Act", LLM()).with_instruction("more")
+    s = State("Act", Prompt("a"), LLM(), Prompt("b"), description="d")
+    amended = s.with_instruction("x", "y")
+    assert [o.text for o in amended.outputs if isinstance(o, Prompt)] == ["a\nx\ny", "b"]
+    assert (amended.name, amended.description, amended.final) == ("Act", "d", False)

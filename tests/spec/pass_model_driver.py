@@ -62,6 +62,7 @@ def scorer() -> dict:
 
 def pass_episode() -> dict:
     from stateflow.tasks.benchmarks import INTERCODE_SQL
+    from stateflow.tasks.blackboard import episode_vars
     from stateflow.tasks.runner import RunSpec, open_env
     from stateflow.tasks.spec_agents import SpecAgentConfig, build_spec_agent
     from stateflow.tasks.spec_prompts import SQL_SPEC_DOMAIN
@@ -94,7 +95,7 @@ def pass_episode() -> dict:
     meta = result.history.last().meta if result.history.last() is not None else {}
     return {
         "error": result.error,
-        "reward": result.vars.get("reward"),
+        "reward": episode_vars(result).reward,
         "prompt_tokens": result.usage().prompt_tokens,
         "completion_tokens": result.usage().completion_tokens,
         "spec": meta.get("spec"),

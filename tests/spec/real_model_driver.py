@@ -85,7 +85,7 @@ def react() -> dict:
     from stateflow.profiles import BUILTIN_PROFILES
     from stateflow.spec import AgentSpec
     from stateflow.spec.completer import completer_for
-    from stateflow.spec.importer import spec_to_flow, task_input
+    from stateflow.spec.importer import SpecRun, spec_to_flow, task_input
     from stateflow.spec.monitor import DecodingMonitor
 
     spec = AgentSpec.from_text(REACT_CALC)
@@ -126,7 +126,7 @@ def react() -> dict:
             "accepted": spec.dfa.accepts(flow_trace),
             "stop_reason": result.stop_reason,
             "error": result.error,
-            "violations": list(result.vars.get("spec_violations", [])),
+            "violations": list((result.board.get(SpecRun) or SpecRun()).violations),
             # each Action message's content by the spec's splitting rule (the label is stripped)
             "actions": [
                 _content((spec.segmenter.split(m.content.strip()) or [None])[0])

@@ -13,7 +13,7 @@ from stateflow import ModelProfile, ToolResult
 from stateflow.backends.scripted import ScriptedLLM
 from stateflow.spec import SpecError, SpecViolationError, library_spec
 from stateflow.spec.grammar import line_grammar
-from stateflow.spec.importer import spec_to_flow, task_input
+from stateflow.spec.importer import SpecRun, spec_to_flow, task_input
 from tests.spec.specs import react_tools
 
 SCRIPTED = ModelProfile(name="scripted-a", model="a", provider="scripted", api_key_env=None)
@@ -63,7 +63,8 @@ def test_invalid_value_is_retried_never_coerced():
     replies = ["thought", "Search.", "Google", "search", "q", "final-thought", "done", "Paris"]
     sf, result, _ = _run(REACT_TOOLS, replies)
     assert result.stop_reason == "final"
-    assert result.vars["spec_violations"] == ["Action: 'Google' is not one of ['search', 'finish']"]
+    assert result.board.get(SpecRun).violations == ["Action: 'Google' is not one of ['search', 'finish']"]
+    assert result.vars == {}  # the importer keeps its own records off the user's variables
     assert sf.trace(result) == [
         "Question",
         "Thought",
@@ -94,7 +95,7 @@ def test_writing_another_states_step_is_a_violation_and_the_state_is_retried():
     # cued with "Thought:", the model writes an Action line instead (seen with small local models)
     replies = ["thought", "Action: search", "I will search.", "search", "q", "final-thought", "ok", "Paris"]
     sf, result, _ = _run(REACT_TOOLS, replies)
-    assert result.vars["spec_violations"] == ["Thought: the model wrote the Action step ('Action:') instead"]
+    assert result.board.get(SpecRun).violations == ["Thought: the model wrote the Action step ('Action:') instead"]
     thoughts = [m.content for m in result.history if m.state == "Thought" and m.kind.value == "llm"]
     assert thoughts == ["Action: search", "I will search."]
     assert sf.trace(result) == [
@@ -112,7 +113,7 @@ def test_unparseable_judge_answer_falls_back_visibly():
     replies = ["I am not sure", "Think.", "search", "q", "final-thought", "done", "Paris"]  # 1st: no option
     sf, result, _ = _run(REACT_TOOLS, replies)
     assert result.stop_reason == "final"
-    assert "gave no valid option" in result.vars["spec_fallbacks"][0]
+    assert "gave no valid option" in result.board.get(SpecRun).fallbacks[0]
     assert sf.trace(result)[1] == "Thought"
 
 

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL
+from stateflow.tasks.blackboard import episode_vars
 from stateflow.tasks.runner import RunSpec, evaluate, open_env
 from stateflow.tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, SpecAgentConfig, build_spec_agent
 from stateflow.tasks.spec_prompts import BASH_SPEC_DOMAIN, SQL_SPEC_DOMAIN, example_transcript
@@ -129,7 +130,7 @@ def test_pass_runs_listed_actions_as_one_step_and_keeps_the_better_scored_text(s
         )
     finally:
         env.close()
-    assert result.vars["reward"] == 1.0
+    assert episode_vars(result).reward == 1.0 and result.vars == {"max_turns": 10}
     meta = result.history.last().meta["spec"]
     (step,) = meta["multi_action_steps"]
     calls = step["concurrent"]["calls"]
@@ -164,4 +165,4 @@ def test_an_episode_over_its_time_budget_ends_is_scored_and_keeps_its_usage(sql_
         env.close()
     meta = result.history.last().meta["spec"]
     assert meta["error"].startswith("EpisodeTimeout") and meta["trace"]["calls"] == 0
-    assert result.vars["done"] and result.vars["reward"] == 0.0  # submitted: only the schema ran
+    assert episode_vars(result).done and episode_vars(result).reward == 0.0  # submitted: only the schema ran

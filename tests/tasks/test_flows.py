@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from stateflow.tasks.blackboard import episode_vars
 from stateflow.tasks.intercode_sql import build_sql_flow
 from stateflow.tasks.methods import build_method
 from stateflow.tasks.registry import default_registry
@@ -41,7 +42,10 @@ def test_observe_grammar_names_only_listed_tables_and_repeats_are_resampled(sql_
     assert 'action ::= "submit" | "execute["' in srv.requests[1]["grammar"]
     assert [q["temperature"] for q in srv.requests] == [0.0, 0.0, 0.0, 0.8, 0.0]
     assert r.path == ["Init", "Observe", "Solve", "Error", "Verify", "End"]
-    assert r.vars["reward"] == 1.0
+    episode = episode_vars(r)
+    assert episode.reward == 1.0 and episode.done and episode.tables == ["author", "book", "loan", "member"]
+    assert (episode.turns, episode.failed) == (4, 1)  # SHOW TABLES, DESC, the failed SELECT, the fix
+    assert r.vars == {"max_turns": 10}  # the tools keep their facts on the blackboard, not in the user's vars
 
 
 @pytest.mark.parametrize(

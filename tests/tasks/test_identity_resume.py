@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from stateflow.tasks.benchmarks import INTERCODE_BASH
+from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.identity import EpisodeIdentity
 from stateflow.tasks.metrics import load_results, summarize
 from stateflow.tasks.prompts import PROMPTS_DIR
@@ -25,6 +26,7 @@ from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
 from tests.tasks.fakes import FakeEnv
 
+_SCORED = {"success": True, "reward_raw": 1.0, "turns": 1, "failed_actions": 0}  # what every record has
 ORACLE = {"models": ModelAssignment.of("local"), "models_label": "default=local", "oracle": True}
 
 
@@ -132,7 +134,7 @@ def test_edited_prompt_files_change_the_identity(tmp_path):
 
 def test_records_without_identity_are_other_settings(tmp_path):
     legacy = {"benchmark": "intercode-bash", "method": "stateflow", "models": "oracle", "task": 0, "status": "ok"}
-    ResultsFile(tmp_path / "results.jsonl").append(legacy)
+    ResultsFile(tmp_path / "results.jsonl").append(EpisodeRecord.from_dict(legacy | _SCORED))
     with pytest.raises(MixedSettingsError, match="no episode identity") as info:
         _run(_spec(tmp_path))
     assert info.value.legacy == 1
@@ -141,7 +143,7 @@ def test_records_without_identity_are_other_settings(tmp_path):
 
 def test_records_of_another_benchmark_are_not_compared(tmp_path):
     other = {"benchmark": "intercode-sql", "method": "stateflow", "models": "x", "task": 0, "identity": {}}
-    ResultsFile(tmp_path / "results.jsonl").append(other)
+    ResultsFile(tmp_path / "results.jsonl").append(EpisodeRecord.from_dict(other | _SCORED | {"status": "ok"}))
     assert _run(_spec(tmp_path)).finished == 3
 
 
@@ -170,7 +172,7 @@ def test_retry_errors_replaces_the_errored_record_everywhere(tmp_path):
     assert [(r["task"], r["status"]) for r in retried.records] == [(0, "ok"), (1, "ok"), (2, "ok")]
     loaded = load_results([str(tmp_path)])
     assert len(loaded) == 3 and all(r["success"] for r in loaded)
-    (row,) = summarize(_lines(tmp_path))  # the raw file: the newest record of each task wins
+    (row,) = summarize([EpisodeRecord.from_dict(d) for d in _lines(tmp_path)])  # the raw file: newest record wins
     assert (row.n, row.sr, row.errored) == (3, 100.0, 0)
     again = _run(_spec(tmp_path, scripts=good, retry_errors=True, **base))
     assert (again.skipped, again.finished) == (3, 0)  # nothing errored is left
@@ -236,3 +238,17 @@ def test_resume_repairs_a_torn_last_line_before_appending(tmp_path):
     assert not loaded.torn_tail
     assert sorted(r["task"] for r in loaded.records) == [0, 1, 2, 3, 4]
     assert all(json.loads(line) for line in path.read_text().splitlines())
+
+
+def test_records_written_before_schema_version_resume_as_finished_episodes(tmp_path, sql_available):
+    """The same command run over a results file written by the previous version skips its episodes."""
+    before = Path(__file__).parent / "snapshots" / "results_before_schema_version.jsonl"
+    out = tmp_path / "out"
+    out.mkdir()
+    sql_lines = [ln for ln in before.read_text(encoding="utf-8").splitlines() if '"intercode-sql"' in ln]
+    (out / "results.jsonl").write_text("".join(ln + "\n" for ln in sql_lines), encoding="utf-8")
+    spec = RunSpec(benchmark="intercode-sql", methods=("stateflow", "try_again"), out=out, tasks="0", **ORACLE)
+    s = evaluate(spec, progress=False)
+    assert (s.planned, s.skipped, s.finished) == (2, 2, 0)
+    assert [r.schema_version for r in s.records] == [0, 0]
+    assert (out / "results.jsonl").read_text(encoding="utf-8").splitlines() == sql_lines  # nothing rewritten

@@ -8,6 +8,7 @@ derived with the same clipping.
 from __future__ import annotations
 
 import pytest
+from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.metrics import setting_labels, summarize, tokens_by_state
 
 
@@ -15,22 +16,24 @@ def _r(
     method, success, reward, turns, failed, cost=0.0, p=100, c=10, status="ok", hardness="easy", states=None, task=None
 ):
     _r.counter += 1
-    return {
-        "benchmark": "intercode-sql",
-        "method": method,
-        "models": "default=x",
-        "task": _r.counter if task is None else task,
-        "success": success,
-        "reward_raw": reward,
-        "turns": turns,
-        "failed_actions": failed,
-        "cost": cost,
-        "prompt_tokens": p,
-        "completion_tokens": c,
-        "status": status,
-        "hardness": hardness,
-        "usage_by_state": states or {},
-    }
+    return EpisodeRecord.from_dict(
+        {
+            "benchmark": "intercode-sql",
+            "method": method,
+            "models": "default=x",
+            "task": _r.counter if task is None else task,
+            "success": success,
+            "reward_raw": reward,
+            "turns": turns,
+            "failed_actions": failed,
+            "cost": cost,
+            "prompt_tokens": p,
+            "completion_tokens": c,
+            "status": status,
+            "hardness": hardness,
+            "usage_by_state": states or {},
+        }
+    )
 
 
 _r.counter = 0
@@ -79,8 +82,8 @@ def test_group_by_hardness_and_tokens_by_state():
 def test_negative_rewards_are_clipped_at_zero_in_the_mean():
     """Regression: the clip belongs to the metrics, whatever a record's own ``reward`` says."""
     recs = [_r("a", False, -1.0, 1, 0), _r("a", False, -0.25, 1, 0), _r("a", False, 0.75, 1, 0)]
-    for r in recs:
-        r["reward"] = r["reward_raw"]  # a record written without clipping must not leak through
+    # a record written without clipping must not leak through
+    recs = [r.model_copy(update={"reward": r.reward_raw}) for r in recs]
     (row,) = summarize(recs)
     assert row.reward == pytest.approx(0.25)  # (0 + 0 + 0.75) / 3
     assert row.reward_raw == pytest.approx(-1 / 6)  # (-1 - 0.25 + 0.75) / 3
@@ -90,8 +93,7 @@ def test_each_episode_counts_once_the_newest_record_wins():
     first = _r("a", False, 0.0, 3, 1, status="error", task=7)
     rerun = _r("a", True, 1.0, 2, 0, task=7)
     other = _r("a", False, 0.5, 4, 0, task=8)
-    for r in (first, rerun, other):
-        r["identity_digest"] = "d1"
+    first, rerun, other = (r.model_copy(update={"identity_digest": "d1"}) for r in (first, rerun, other))
     (row,) = summarize([first, rerun, other])
     assert (row.n, row.sr, row.errored) == (2, 50.0, 0)
     assert row.reward == pytest.approx(0.75) and row.turns == 3.0

@@ -9,8 +9,10 @@ from pathlib import Path
 
 from stateflow.envs.pdoctor import PDoctorEnv, SynthesisConfig
 from stateflow.tasks.benchmarks import PDOCTOR
+from stateflow.tasks.blackboard import episode_vars
 from stateflow.tasks.methods import build_method
 from stateflow.tasks.pdoctor import (
+    PlanNotes,
     dataset_label,
     episode_error_class,
     order_from_requirements,
@@ -148,7 +150,8 @@ def test_the_planning_flow_rejects_unknown_names_then_accepts_a_repair():
     )
     assert result.path == ["Init", "Extract", "Check", "Extract", "Check", "Execute", "End"]
     assert "not tool names: feed_everyone" in result.history.to_list()[4]["content"]
-    assert result.vars["reward"] == 1.0
+    assert episode_vars(result).reward == 1.0 and result.vars == {}
+    assert result.board.get(PlanNotes).repairs == 1
 
 
 def test_parsers_and_the_topological_order():
@@ -211,6 +214,6 @@ def test_the_planning_flow_schedules_extended_requests_from_correct_requirements
         ]
         script = ScriptedLLM(["\n".join(lines) + "\ndone"], cycle=True)
         res = run(flow, f"Task: {r.text}", models=PROFILE, view=view, env=env, scripts={"scripted": script})
-        verdict = res.vars["submit_info"]["verdict"]
-        assert res.vars["reward"] == 1.0 and verdict["extended"], verdict
+        verdict = episode_vars(res).submit_info["verdict"]
+        assert episode_vars(res).reward == 1.0 and verdict["extended"], verdict
         assert all("(start=" in c.raw for c in env.toolkit.calls)

@@ -3,15 +3,35 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
+from stateflow.tasks.episode_record import SCHEMA_VERSION, EpisodeRecord, InvalidRecordError
+from stateflow.tasks.metrics import summarize
 from stateflow.tasks.records import ResultsFile, latest_records, record_key
 
 from stateflow import StateFlowError
 
 
-def _rec(i):
-    return {"benchmark": "b", "method": "m", "models": "x", "task": i, "payload": "é" * 10}
+def _fields(i: int, **kw) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "benchmark": "b",
+        "method": "m",
+        "models": "x",
+        "task": i,
+        "status": "ok",
+        "success": False,
+        "reward_raw": 0.0,
+        "turns": 1,
+        "failed_actions": 0,
+        "payload": "é" * 10,  # a key this version does not know: kept, never dropped
+    } | kw
+
+
+def _rec(i: int, **kw) -> EpisodeRecord:
+    return EpisodeRecord.from_dict(_fields(i, **kw))
 
 
 def test_append_and_load(tmp_path):
@@ -26,7 +46,7 @@ def test_torn_last_line_is_cut_off_and_appending_resumes_cleanly(tmp_path):
     f = ResultsFile(path)
     f.extend(_rec(i) for i in range(2))
     with path.open("ab") as fh:  # what a kill -9 in the middle of a write could leave
-        fh.write(json.dumps(_rec(2)).encode()[:17])
+        fh.write(json.dumps(_fields(2)).encode()[:17])
     loaded = f.load(repair=True)
     assert [r["task"] for r in loaded.records] == [0, 1] and loaded.torn_tail
     f.append(_rec(2))
@@ -36,23 +56,85 @@ def test_torn_last_line_is_cut_off_and_appending_resumes_cleanly(tmp_path):
 
 def test_corrupt_line_in_the_middle_is_an_error_naming_the_line(tmp_path):
     path = tmp_path / "r.jsonl"
-    path.write_text(json.dumps(_rec(0)) + "\n{broken\n" + json.dumps(_rec(2)) + "\n")
+    path.write_text(json.dumps(_fields(0)) + "\n{broken\n" + json.dumps(_fields(2)) + "\n")
     with pytest.raises(StateFlowError, match=r"r.jsonl:2: corrupt result record"):
         ResultsFile(path).load()
 
 
 def test_latest_records_keeps_the_newest_per_identity_and_task():
-    a0 = {"identity_digest": "a", "task": 0, "v": 1}
-    b0 = {"identity_digest": "b", "task": 0, "v": 2}
-    a1 = {"identity_digest": "a", "task": 1, "v": 3}
-    a0_again = {"identity_digest": "a", "task": 0, "v": 4}
-    assert [r["v"] for r in latest_records([a0, b0, a1, a0_again])] == [2, 3, 4]
+    a0 = _rec(0, identity_digest="a", v=1)
+    b0 = _rec(0, identity_digest="b", v=2)
+    a1 = _rec(1, identity_digest="a", v=3)
+    a0_again = _rec(0, identity_digest="a", v=4)
+    assert [r.get("v") for r in latest_records([a0, b0, a1, a0_again])] == [2, 3, 4]
     assert record_key(a0) == ("a", 0)
 
 
 def test_records_without_identity_are_keyed_by_their_old_fields():
     old = _rec(3)
     assert record_key(old) == ("legacy:b/m/x", 3)
-    assert latest_records([old, _rec(3) | {"payload": "new"}])[0]["payload"] == "new"
-    with pytest.raises(StateFlowError, match="without a valid task index"):
-        record_key({"benchmark": "b"})
+    assert latest_records([old, _rec(3, payload="new")])[0].get("payload") == "new"
+
+
+# -- typed records: versions, validation, records written before schema_version ------------------
+
+_BEFORE = Path(__file__).parent / "snapshots" / "results_before_schema_version.jsonl"
+
+
+def test_records_written_before_schema_version_load_with_every_field(tmp_path):
+    raw = [json.loads(line) for line in _BEFORE.read_text(encoding="utf-8").splitlines()]
+    loaded = ResultsFile(_BEFORE).load().records
+    assert [r.schema_version for r in loaded] == [0, 0, 0]
+    for r, d in zip(loaded, raw, strict=True):
+        assert "schema_version" not in d
+        assert r.to_dict() == d | {"schema_version": 0}  # nothing lost or changed
+    assert [(r.benchmark, r.method, r.success, r.turns) for r in loaded] == [
+        ("intercode-sql", "stateflow", True, 2),
+        ("intercode-sql", "try_again", True, 1),
+        ("intercode-bash", "stateflow", True, 1),
+    ]
+    rows = summarize(loaded)
+    assert [(row.group[:2], row.n, row.sr, row.turns) for row in rows] == [
+        (("intercode-bash", "stateflow"), 1, 100.0, 1.0),
+        (("intercode-sql", "stateflow"), 1, 100.0, 2.0),
+        (("intercode-sql", "try_again"), 1, 100.0, 1.0),
+    ]
+    # a new record appended after them is written with the current version, and both load
+    copy = tmp_path / "results.jsonl"
+    shutil.copy(_BEFORE, copy)
+    ResultsFile(copy).append(_rec(9))
+    assert [r.schema_version for r in ResultsFile(copy).load().records] == [0, 0, 0, SCHEMA_VERSION]
+
+
+def test_an_invalid_record_names_file_line_and_field_and_the_file_is_untouched(tmp_path):
+    path = tmp_path / "results.jsonl"
+    lines = [_fields(0), _fields(1, turns="three", status="done"), _fields(2)]
+    path.write_text("".join(json.dumps(d) + "\n" for d in lines), encoding="utf-8")
+    before = path.read_bytes()
+    with pytest.raises(InvalidRecordError, match=r"results.jsonl:2: invalid result record: status: .*turns: ") as err:
+        ResultsFile(path).load(repair=True)
+    assert err.value.where.endswith("results.jsonl:2") and len(err.value.problems) == 2
+    assert path.read_bytes() == before
+
+
+def test_a_record_from_a_newer_version_is_refused_not_misread():
+    with pytest.raises(InvalidRecordError, match="schema_version 99 is newer"):
+        EpisodeRecord.from_dict(_fields(0, schema_version=99))
+    with pytest.raises(InvalidRecordError, match="expected a JSON object"):
+        EpisodeRecord.from_dict([1, 2])
+
+
+def test_unknown_keys_survive_a_round_trip_through_the_file(tmp_path):
+    f = ResultsFile(tmp_path / "r.jsonl")
+    f.append(_rec(0, note={"from": "a newer tool"}))
+    (back,) = f.load().records
+    assert back.get("note") == {"from": "a newer tool"} and back.to_dict()["payload"] == "é" * 10
+
+
+def test_the_episode_record_docstring_example_runs():
+    import doctest
+
+    from stateflow.tasks import episode_record
+
+    result = doctest.testmod(episode_record)
+    assert result.attempted > 0 and result.failed == 0
