@@ -326,12 +326,60 @@ class Episode:
                 )
                 warmer = {**fields, "temperature": out.retry_temperature}
                 text, usage = self.backends.call(recipient, profile, messages, sender, warmer)
+            detail: dict[str, Any] = {}
+            if out.guard is not None:
+                text, usage, detail = self._guarded(
+                    out, recipient, profile, list(messages or []), sender, fields, text, usage
+                )
         except LLMError as err:
             err.state = self.ctx.state
             raise
         msg = Message("assistant", recipient.name, self.ctx.state, Kind.LLM, text, usage=usage)
-        self._record(out.label, msg, usage, usage.latency_s)
+        self._record(out.label, msg, usage, usage.latency_s, detail)
         return True, text if text != "" else "(empty reply)"
+
+    def _guarded(
+        self,
+        out: LLM,
+        agent: StateAgent,
+        profile: ModelProfile,
+        messages: list[dict[str, Any]],
+        sender: Agent | None,
+        fields: dict[str, Any],
+        text: str,
+        usage: Usage,
+    ) -> tuple[str, Usage, dict[str, Any]]:
+        """Re-ask while the reply repeats an executed action (see :class:`RepeatGuard`).
+
+        Each discarded reply is a step with its usage. Returns the reply that stands and the
+        detail for its step: ``repeat_guard`` says how many re-asks it took and whether the reply
+        still repeats (then :func:`~stateflow.repetition.repeated_action` holds for the flow).
+        """
+        guard = out.guard
+        assert guard is not None
+        earlier = guard.repeat_of(self.ctx, text)
+        asks = 0
+        for asks, temperature in enumerate(guard.temperatures, start=1):
+            if earlier is None:
+                return text, usage, {"repeat_guard": {"reasks": asks - 1, "still_repeats": False}}
+            self.steps.append(
+                Step(
+                    len(self.steps),
+                    self.ctx.state,
+                    f"{out.label}[repeat]",
+                    None,
+                    usage,
+                    usage.latency_s,
+                    {"reply": text, "repeats": repr(earlier.action), "why": "repeat_guard: action already executed"},
+                    started_at=time.time() - usage.latency_s,
+                )
+            )
+            reask = [*messages, {"role": "user", "content": guard.instruction(earlier)}]
+            # A distinct seed per re-ask: at the same seed a sampler can return the same text again.
+            warmer = {**fields, "temperature": temperature, "seed": 1000 + asks}
+            text, usage = self.backends.call(agent, profile, reask, sender, warmer)
+            earlier = guard.repeat_of(self.ctx, text)
+        return text, usage, {"repeat_guard": {"reasks": asks, "still_repeats": earlier is not None}}
 
     def _llm_with_tools(
         self,
