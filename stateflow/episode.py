@@ -328,9 +328,14 @@ class Episode:
                 text, usage = self.backends.call(recipient, profile, messages, sender, warmer)
             detail: dict[str, Any] = {}
             if out.guard is not None:
-                text, usage, detail = self._guarded(
+                text, usage, guarded = self._guarded(
                     out, recipient, profile, list(messages or []), sender, fields, text, usage
                 )
+                detail.update(guarded)
+            if out.cut is not None:
+                text, cut = out.cut.apply(text)
+                if cut is not None:
+                    detail["degenerate"] = {"reason": cut.reason, "at": cut.at, "original_chars": cut.original_chars}
         except LLMError as err:
             err.state = self.ctx.state
             raise

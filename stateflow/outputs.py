@@ -30,6 +30,7 @@ from stateflow.messages import Usage
 if TYPE_CHECKING:
     from autogen import ConversableAgent
 
+    from stateflow.degenerate import DegenerateCut
     from stateflow.repetition import RepeatGuard
 
 __all__ = [
@@ -97,6 +98,8 @@ class LLM:
         guard: a :class:`~stateflow.repetition.RepeatGuard`; when the reply's action was already
             executed, the model is re-asked with an instruction naming that action and its
             observation (see :mod:`stateflow.repetition`). Applied after ``retry_when``.
+        cut: a :class:`~stateflow.degenerate.DegenerateCut`; a reply with a character/digit run or
+            a runaway line is cut there before anything reads it, and the step records the cut.
         tools: functions the model may call (typed Python callables with a docstring, or
             ``autogen.tools.Tool`` objects). Profiles with ``native_tools`` get them as OpenAI
             ``tools``; others get a text protocol (``Action: name[{json arguments}]``, answered
@@ -111,6 +114,7 @@ class LLM:
     retry_when: Callable[[Context, str], bool] | None = None
     retry_temperature: float = 0.8
     guard: RepeatGuard | None = None
+    cut: DegenerateCut | None = None
     tools: tuple[Any, ...] = ()
     max_tool_rounds: int = 5
 
