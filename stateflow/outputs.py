@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from stateflow.degenerate import DegenerateCut
     from stateflow.repetition import RepeatGuard
+    from stateflow.vote import Vote
 
 __all__ = [
     "LLM",
@@ -100,6 +101,9 @@ class LLM:
             observation (see :mod:`stateflow.repetition`). Applied after ``retry_when``.
         cut: a :class:`~stateflow.degenerate.DegenerateCut`; a reply with a character/digit run or
             a runaway line is cut there before anything reads it, and the step records the cut.
+        vote: a :class:`~stateflow.vote.Vote`; the model is sampled ``k`` times, each action run
+            read-only, and the reply whose result has the most votes stands (replaces the single
+            call; ``guard`` and ``retry_when`` do not apply).
         tools: functions the model may call (typed Python callables with a docstring, or
             ``autogen.tools.Tool`` objects). Profiles with ``native_tools`` get them as OpenAI
             ``tools``; others get a text protocol (``Action: name[{json arguments}]``, answered
@@ -115,6 +119,7 @@ class LLM:
     retry_temperature: float = 0.8
     guard: RepeatGuard | None = None
     cut: DegenerateCut | None = None
+    vote: Vote | None = None
     tools: tuple[Any, ...] = ()
     max_tool_rounds: int = 5
 
