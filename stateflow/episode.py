@@ -50,6 +50,7 @@ from stateflow.state_agent import StateAgent, render_calls, reply_text, usage_to
 from stateflow.tool_protocol import ToolSet, parse_text_action, text_protocol_prompt
 from stateflow.trace import RunResult, Step, TransitionRecord
 from stateflow.views import ASSISTANT, EXECUTOR, HUMAN, PROMPTER, RESERVED_NAMES, TOOLS, USER, View
+from stateflow.vote import Candidate, tally
 
 __all__ = ["Episode"]
 
@@ -309,6 +310,8 @@ class Episode:
         fields = self.backends.request_fields(profile, out, self.ctx)
         if id(out) in self._toolsets:
             return self._llm_with_tools(out, recipient, profile, list(messages or []), sender, fields)
+        if out.vote is not None:
+            return self._voted(out, recipient, profile, messages, sender, fields)
         try:
             text, usage = self.backends.call(recipient, profile, messages, sender, fields)
             if out.retry_when is not None and out.retry_when(self.ctx, text):
@@ -326,12 +329,120 @@ class Episode:
                 )
                 warmer = {**fields, "temperature": out.retry_temperature}
                 text, usage = self.backends.call(recipient, profile, messages, sender, warmer)
+            detail: dict[str, Any] = {}
+            if out.guard is not None:
+                text, usage, guarded = self._guarded(
+                    out, recipient, profile, list(messages or []), sender, fields, text, usage
+                )
+                detail.update(guarded)
+            if out.cut is not None:
+                text, cut = out.cut.apply(text)
+                if cut is not None:
+                    detail["degenerate"] = {"reason": cut.reason, "at": cut.at, "original_chars": cut.original_chars}
         except LLMError as err:
             err.state = self.ctx.state
             raise
         msg = Message("assistant", recipient.name, self.ctx.state, Kind.LLM, text, usage=usage)
-        self._record(out.label, msg, usage, usage.latency_s)
+        self._record(out.label, msg, usage, usage.latency_s, detail)
         return True, text if text != "" else "(empty reply)"
+
+    def _voted(
+        self,
+        out: LLM,
+        agent: StateAgent,
+        profile: ModelProfile,
+        messages: Any,
+        sender: Agent | None,
+        fields: dict[str, Any],
+    ) -> tuple[bool, str]:
+        """Sample ``vote.k`` candidates, execute each read-only, reply with the winner.
+
+        Each candidate is a step ``<label>[candidate i]`` carrying its usage, action, result key
+        and vote count; the winning reply is appended to the history by a step without usage
+        (its call is already counted on its candidate step).
+        """
+        vote = out.vote
+        assert vote is not None
+        candidates: list[Candidate] = []
+        usages: list[Usage] = []
+        for i in range(vote.k):
+            try:
+                text, usage = self.backends.call(agent, profile, messages, sender, vote.fields(fields, i))
+            except LLMError as err:
+                err.state = self.ctx.state
+                raise
+            if out.cut is not None:
+                text, _ = out.cut.apply(text)
+            candidates.append(vote.judge(self.ctx, text))
+            usages.append(usage)
+        winner, votes = tally(candidates)
+        for i, (c, usage) in enumerate(zip(candidates, usages, strict=True)):
+            self.steps.append(
+                Step(
+                    len(self.steps),
+                    self.ctx.state,
+                    f"{out.label}[candidate {i}]",
+                    None,
+                    usage,
+                    usage.latency_s,
+                    {
+                        "reply": c.reply,
+                        "action": repr(c.action),
+                        "key": repr(c.key),
+                        "error": c.error,
+                        "votes": votes[i],
+                        "won": i == winner,
+                    },
+                    started_at=time.time() - usage.latency_s,
+                )
+            )
+        text = candidates[winner].reply
+        msg = Message("assistant", agent.name, self.ctx.state, Kind.LLM, text)
+        self._record(out.label, msg, None, 0.0, {"vote": {"winner": winner, "votes": votes[winner], "k": vote.k}})
+        return True, text if text != "" else "(empty reply)"
+
+    def _guarded(
+        self,
+        out: LLM,
+        agent: StateAgent,
+        profile: ModelProfile,
+        messages: list[dict[str, Any]],
+        sender: Agent | None,
+        fields: dict[str, Any],
+        text: str,
+        usage: Usage,
+    ) -> tuple[str, Usage, dict[str, Any]]:
+        """Re-ask while the reply repeats an executed action (see :class:`RepeatGuard`).
+
+        Each discarded reply is a step with its usage. Returns the reply that stands and the
+        detail for its step: ``repeat_guard`` says how many re-asks it took and whether the reply
+        still repeats (then :func:`~stateflow.repetition.repeated_action` holds for the flow).
+        """
+        guard = out.guard
+        assert guard is not None
+        earlier = guard.repeat_of(self.ctx, text)
+        asks = 0
+        for asks, temperature in enumerate(guard.temperatures, start=1):
+            if earlier is None:
+                return text, usage, {"repeat_guard": {"reasks": asks - 1, "still_repeats": False}}
+            self.steps.append(
+                Step(
+                    len(self.steps),
+                    self.ctx.state,
+                    f"{out.label}[repeat]",
+                    None,
+                    usage,
+                    usage.latency_s,
+                    {"reply": text, "repeats": repr(earlier.action), "why": "repeat_guard: action already executed"},
+                    started_at=time.time() - usage.latency_s,
+                )
+            )
+            reask = [*messages, {"role": "user", "content": guard.instruction(earlier)}]
+            # A distinct seed per re-ask: at the same seed a sampler can return the same text again.
+            warmer = {**fields, "temperature": temperature, "seed": 1000 + asks}
+            text, usage = self.backends.call(agent, profile, reask, sender, warmer)
+            earlier = guard.repeat_of(self.ctx, text)
+        return text, usage, {"repeat_guard": {"reasks": asks, "still_repeats": earlier is not None}}
 
     def _llm_with_tools(
         self,

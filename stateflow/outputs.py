@@ -30,6 +30,10 @@ from stateflow.messages import Usage
 if TYPE_CHECKING:
     from autogen import ConversableAgent
 
+    from stateflow.degenerate import DegenerateCut
+    from stateflow.repetition import RepeatGuard
+    from stateflow.vote import Vote
+
 __all__ = [
     "LLM",
     "OUTPUT_TYPES",
@@ -92,6 +96,14 @@ class LLM:
             usage is traced) and the model is asked once more at ``retry_temperature``. Small
             models at temperature 0 repeat a failing action forever; one warmer sample breaks it.
         retry_temperature: the temperature of that second sample.
+        guard: a :class:`~stateflow.repetition.RepeatGuard`; when the reply's action was already
+            executed, the model is re-asked with an instruction naming that action and its
+            observation (see :mod:`stateflow.repetition`). Applied after ``retry_when``.
+        cut: a :class:`~stateflow.degenerate.DegenerateCut`; a reply with a character/digit run or
+            a runaway line is cut there before anything reads it, and the step records the cut.
+        vote: a :class:`~stateflow.vote.Vote`; the model is sampled ``k`` times, each action run
+            read-only, and the reply whose result has the most votes stands (replaces the single
+            call; ``guard`` and ``retry_when`` do not apply).
         tools: functions the model may call (typed Python callables with a docstring, or
             ``autogen.tools.Tool`` objects). Profiles with ``native_tools`` get them as OpenAI
             ``tools``; others get a text protocol (``Action: name[{json arguments}]``, answered
@@ -105,6 +117,9 @@ class LLM:
     stop: tuple[str, ...] = ()
     retry_when: Callable[[Context, str], bool] | None = None
     retry_temperature: float = 0.8
+    guard: RepeatGuard | None = None
+    cut: DegenerateCut | None = None
+    vote: Vote | None = None
     tools: tuple[Any, ...] = ()
     max_tool_rounds: int = 5
 

@@ -1,0 +1,84 @@
+"""Vote(k): sample k replies, execute each read-only, reply with the majority's result."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from stateflow import LLM, Flow, Prompt, State, Tool, ToolResult, Transition, run
+from stateflow.backends.scripted import ScriptedLLM
+from stateflow.vote import Candidate, Vote, tally
+from tests.core.helpers import scripted
+
+
+def parse(text: str) -> str | None:
+    m = re.search(r"Action: execute\[(.*)\]", text)
+    return m.group(1) if m else None
+
+
+def reply(stmt: str) -> str:
+    return f"Thought: t\nAction: execute[{stmt}]"
+
+
+RESULTS = {"A1": (1,), "A2": (1,), "B": (2,), "C": (3,)}
+
+
+def fake_executor(calls: list[str]):
+    def execute(ctx, action):
+        calls.append(action)
+        if action not in RESULTS:
+            raise RuntimeError(f"no such table in {action}")
+        return RESULTS[action]
+
+    return execute
+
+
+def vote_flow(vote: Vote, seen: list[str]) -> Flow:
+    def act(ctx) -> ToolResult:
+        seen.append(parse(ctx.history.last("llm").content))
+        return ToolResult("ok", {"ok": True})
+
+    ask = State("Ask", Prompt("p"), LLM(vote=vote), Tool(act, "execute"))
+    return Flow("vote", initial=ask, transitions=[Transition(ask, State("End", final=True))])
+
+
+def test_the_majority_result_wins_even_when_sampled_later_and_every_candidate_is_traced():
+    calls: list[str] = []
+    seen: list[str] = []
+    llm = ScriptedLLM([reply("B"), reply("A1"), reply("X"), reply("A2"), reply("C")])
+    r = run(vote_flow(Vote(parse, fake_executor(calls), k=5), seen), "T", models=scripted(), scripts={"fake": llm})
+    assert seen == ["A1"]  # A1 and A2 share the result (1,): two votes beat B's and C's one
+    assert calls == ["B", "A1", "X", "A2", "C"]
+    cands = [s for s in r.steps if "[candidate" in s.output]
+    assert [s.detail["votes"] for s in cands] == [1, 2, 0, 2, 1]
+    assert [s.detail["won"] for s in cands] == [False, True, False, False, False]
+    assert cands[2].detail["error"].startswith("RuntimeError")
+    assert r.usage().calls == 5 and all(s.usage is not None for s in cands)
+    assert [q.params["seed"] for q in llm.requests] == [0, 1, 2, 3, 4]
+    assert {q.params["temperature"] for q in llm.requests} == {0.7}
+
+
+def test_a_tie_goes_to_the_first_sample_and_errors_never_win():
+    c = [
+        Candidate("x", "X", None, "boom"),
+        Candidate("b", "B", (2,), None),
+        Candidate("c", "C", (3,), None),
+    ]
+    assert tally(c)[0] == 1
+    assert tally([Candidate("x", "X", None, "e"), Candidate("y", None, None, "no action")]) == (0, {0: 0, 1: 0})
+
+
+def test_all_errors_reply_with_the_first_candidate():
+    seen: list[str] = []
+    llm = ScriptedLLM([reply("X"), "no action", reply("Y")])
+    r = run(vote_flow(Vote(parse, fake_executor([]), k=3), seen), "T", models=scripted(), scripts={"fake": llm})
+    assert seen == ["X"]
+    assert r.usage().calls == 3
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="temperature"):
+        Vote(parse, fake_executor([]), temperature=0.0)
+    with pytest.raises(ValueError, match="k must"):
+        Vote(parse, fake_executor([]), k=0)
