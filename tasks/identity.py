@@ -86,8 +86,35 @@ def _output(out: Prompt | LLM | Tool) -> dict[str, Any]:
             "stop": list(out.stop),
             "retry_when": _callable_name(out.retry_when),
             "retry_temperature": out.retry_temperature,
+            **_levers(out),
         }
     return {"tool": out.name, "fn": _callable_name(out.fn)}
+
+
+def _levers(out: LLM) -> dict[str, Any]:
+    """The optional reply levers, only when set: flows without them keep their fingerprints."""
+    levers: dict[str, Any] = {}
+    if out.guard is not None:
+        g = out.guard
+        levers["guard"] = {
+            "parse": _callable_name(g.parse),
+            "temperatures": list(g.temperatures),
+            "note": g.note,
+            "max_observation_chars": g.max_observation_chars,
+        }
+    if out.cut is not None:
+        c = out.cut
+        levers["cut"] = {"max_run": c.max_run, "max_period": c.max_period, "max_line_chars": c.max_line_chars}
+    if out.vote is not None:
+        v = out.vote
+        levers["vote"] = {
+            "parse": _callable_name(v.parse),
+            "executor": _callable_name(v.executor),
+            "k": v.k,
+            "temperature": v.temperature,
+            "seed": v.seed,
+        }
+    return levers
 
 
 def flow_fingerprint(flow: Flow) -> str:
