@@ -101,13 +101,18 @@ class ResultsFile:
 
     def append(self, record: EpisodeRecord) -> None:
         """Append one record atomically (one write, then fsync)."""
-        data = (json.dumps(record.to_dict(), ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        # A model reply decoded from JSON may hold a lone UTF-16 surrogate, which UTF-8 cannot
+        # encode; it can only sit inside a JSON string here, where backslashreplace's "\udXXX"
+        # is the JSON escape of that same code unit, so the line stays valid UTF-8 and reads
+        # back unchanged. Values JSON has no type for (paths, dates) are stored as their text.
+        text = json.dumps(record.to_dict(), ensure_ascii=False, default=str) + "\n"
+        data = text.encode("utf-8", errors="backslashreplace")
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 written = os.write(fd, data)
-                if written != len(data):  # e.g. disk full: do not leave half a record behind
+                if written != len(data):  # e.g. disk full: stop; the half line is a torn tail load(repair) cuts
                     raise OSError(f"short write to {self.path} ({written} of {len(data)} bytes)")
                 os.fsync(fd)
             finally:

@@ -110,3 +110,85 @@ def test_setting_labels_name_only_the_differing_fields():
         "flow_sha256=abcdef01, max_turns=10",
         "flow_sha256=99999999, max_turns=3",
     ]
+
+
+# -- edges found by mutation testing -----------------------------------------------------------
+
+
+def _with_identity(r: EpisodeRecord, digest: str, **identity) -> EpisodeRecord:
+    return r.model_copy(update={"identity_digest": digest, "identity": identity})
+
+
+def test_a_group_without_any_action_has_an_error_rate_of_zero():
+    (row,) = summarize([_r("z", False, 0.0, 0, 0, status="error"), _r("z", False, 0.0, 0, 0, status="timeout")])
+    assert (row.n, row.turns, row.error_rate, row.errored) == (2, 0.0, 0.0, 2)
+
+
+def test_row_as_dict_is_the_group_keys_then_every_metric():
+    (row,) = summarize([_r("a", True, 1.0, 4, 1, cost=0.5, p=100, c=10), _r("a", False, -0.5, 2, 0, p=300, c=30)])
+    d = row.as_dict(("benchmark", "method", "models"))
+    assert list(d) == [
+        "benchmark", "method", "models", "setting", "n", "sr", "reward", "reward_raw",
+        "turns", "error_rate", "cost", "p_tokens", "c_tokens", "errored",
+    ]  # fmt: skip
+    assert d == {
+        "benchmark": "intercode-sql",
+        "method": "a",
+        "models": "default=x",
+        "setting": "",
+        "n": 2,
+        "sr": 50.0,
+        "reward": 0.5,
+        "reward_raw": 0.25,
+        "turns": 3.0,
+        "error_rate": pytest.approx(100 / 6),
+        "cost": 0.5,
+        "p_tokens": 200.0,
+        "c_tokens": 20.0,
+        "errored": 0,
+    }
+    with pytest.raises(ValueError):  # a key list that does not match the group is a bug, not a silent cut
+        row.as_dict(("method",))
+
+
+def test_grouping_by_a_field_some_records_lack_groups_them_as_none():
+    plain = _r("a", True, 1.0, 1, 0)
+    tagged = EpisodeRecord.from_dict(plain.to_dict() | {"task": 999, "split": "dev"})
+    rows = summarize([plain, tagged], ("method", "split"))
+    assert [(r.group, r.n) for r in rows] == [(("a", "None"), 1), (("a", "dev"), 1)]
+
+
+def test_setting_labels_shorten_only_hashes():
+    a = {"dataset": "intercode-sql-dev", "prompts_sha256": "0123456789abcdef"}
+    b = {"dataset": "intercode-sql-test", "prompts_sha256": "fedcba9876543210"}
+    assert setting_labels([a, b]) == [
+        "dataset=intercode-sql-dev, prompts_sha256=01234567",
+        "dataset=intercode-sql-test, prompts_sha256=fedcba98",
+    ]
+
+
+def test_one_group_with_two_settings_gives_two_rows_sorted_by_label_and_tokens_per_setting():
+    solve = {"Solve": {"prompt_tokens": 10, "completion_tokens": 1}}
+    long_ = _with_identity(_r("a", True, 1.0, 2, 0, states=solve, task=1), "d9", max_turns=10)
+    short = _with_identity(_r("a", False, 0.0, 3, 3, states=solve, task=1), "d1", max_turns=3)
+    rows = summarize([long_, short])
+    assert [(r.setting, r.n, r.sr, r.error_rate) for r in rows] == [
+        ("max_turns=10", 1, 100.0, 0.0),
+        ("max_turns=3", 1, 0.0, 100.0),
+    ]
+    t = tokens_by_state([long_, short], ("method",))
+    assert set(t) == {("a", "max_turns=10"), ("a", "max_turns=3")}
+    assert t[("a", "max_turns=3")]["Solve"] == {"prompt": 10.0, "completion": 1.0}
+
+
+def test_load_results_takes_folders_or_files_and_names_a_missing_one(tmp_path):
+    from stateflow.tasks.metrics import load_results
+    from stateflow.tasks.records import ResultsFile
+
+    (tmp_path / "run").mkdir()
+    ResultsFile(tmp_path / "run" / "results.jsonl").extend([_r("a", True, 1.0, 1, 0, task=1)])
+    ResultsFile(tmp_path / "other.jsonl").extend([_r("b", False, 0.0, 1, 0, task=2)])
+    loaded = load_results([str(tmp_path / "run"), str(tmp_path / "other.jsonl")])
+    assert [(r.method, r.task) for r in loaded] == [("a", 1), ("b", 2)]
+    with pytest.raises(FileNotFoundError, match=r"empty/results\.jsonl: no results here .*--out .*empty"):
+        load_results([str(tmp_path / "empty")])

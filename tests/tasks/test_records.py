@@ -138,3 +138,87 @@ def test_the_episode_record_docstring_example_runs():
 
     result = doctest.testmod(episode_record)
     assert result.attempted > 0 and result.failed == 0
+
+
+# -- the file format under odd input (regressions found by mutation testing) ---------------------
+
+
+def test_blank_lines_are_skipped_and_the_records_after_them_kept(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(_fields(0)) + "\n\n  \n" + json.dumps(_fields(1)) + "\n\n", encoding="utf-8")
+    loaded = ResultsFile(path).load()
+    assert [r.task for r in loaded.records] == [0, 1] and loaded.torn_tail is False
+
+
+def test_loading_without_repair_never_changes_a_torn_file(tmp_path):
+    """A reader (``stateflow report`` during a run) must not cut a line a writer is finishing."""
+    path = tmp_path / "r.jsonl"
+    f = ResultsFile(path)
+    f.append(_rec(0))
+    with path.open("ab") as fh:
+        fh.write(json.dumps(_fields(1)).encode()[:25])
+    before = path.read_bytes()
+    loaded = f.load()
+    assert [r.task for r in loaded.records] == [0] and loaded.torn_tail is True
+    assert path.read_bytes() == before
+
+
+def test_a_missing_file_loads_as_empty_and_not_torn(tmp_path):
+    loaded = ResultsFile(tmp_path / "absent.jsonl").load(repair=True)
+    assert loaded.records == [] and loaded.torn_tail is False
+    assert not (tmp_path / "absent.jsonl").exists()
+
+
+def test_append_creates_missing_parent_folders_and_a_non_executable_file(tmp_path):
+    import os
+    import stat
+
+    path = tmp_path / "a" / "b" / "results.jsonl"
+    old = os.umask(0o022)
+    try:
+        ResultsFile(path).append(_rec(0))
+    finally:
+        os.umask(old)
+    assert [r.task for r in ResultsFile(path).load().records] == [0]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_values_json_cannot_encode_are_stored_as_text(tmp_path):
+    """Free-form fields (verdict, identity, trace) may hold paths or dates; the record is kept."""
+    import datetime
+
+    f = ResultsFile(tmp_path / "r.jsonl")
+    when = datetime.datetime(2026, 11, 24, 2, 0, tzinfo=datetime.UTC)
+    f.append(_rec(0, verdict={"file": tmp_path / "x.sql", "at": when}))
+    (back,) = f.load().records
+    assert back.verdict == {"file": str(tmp_path / "x.sql"), "at": str(when)}
+
+
+def test_a_lone_surrogate_from_a_model_reply_is_recorded_and_read_back_unchanged(tmp_path):
+    """Regression: a reply decoded from JSON may hold half a UTF-16 pair (``"\\ud83d"``); writing
+    it as UTF-8 raised ``UnicodeEncodeError`` and the finished episode's record was lost."""
+    reply = json.loads('"bad \\ud83d half, good \\ud83d\\ude00 and é"')
+    f = ResultsFile(tmp_path / "r.jsonl")
+    f.append(_rec(0, history=[{"reply": reply}]))
+    f.append(_rec(1))
+    back = f.load().records
+    assert [r.task for r in back] == [0, 1] and back[0].history == [{"reply": reply}]
+    (tmp_path / "r.jsonl").read_bytes().decode("utf-8")  # the file stays valid UTF-8
+
+
+def test_a_short_write_is_an_error_naming_the_file_and_resume_drops_the_torn_part(tmp_path, monkeypatch):
+    """E.g. a full disk: the error says so, and the half record is a torn tail that resume repairs."""
+    import os
+
+    path = tmp_path / "r.jsonl"
+    f = ResultsFile(path)
+    f.append(_rec(0))
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, data[: len(data) // 2]))
+    with pytest.raises(OSError, match=r"short write to .*r\.jsonl \(\d+ of \d+ bytes\)"):
+        f.append(_rec(1))
+    monkeypatch.undo()
+    loaded = f.load(repair=True)
+    assert [r.task for r in loaded.records] == [0] and loaded.torn_tail
+    f.append(_rec(2))
+    assert [r.task for r in f.load().records] == [0, 2]
