@@ -237,7 +237,8 @@ def write_html(records: list[EpisodeRecord], out: Path, plots: Sequence[Path] = 
         f"<script>{_JS}</script></body></html>"
     )
     path = out / "report.html"
-    path.write_text(page, encoding="utf-8")
+    # model text may hold half a surrogate pair: write it as its escape rather than fail the report
+    path.write_text(page, encoding="utf-8", errors="backslashreplace")
     return path
 
 

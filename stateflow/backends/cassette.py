@@ -41,7 +41,7 @@ def request_key(params: dict[str, Any]) -> str:
     shaped = {k: params.get(k) for k in _KEY_FIELDS if params.get(k) is not None}
     shaped["messages"] = messages
     blob = json.dumps(shaped, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return hashlib.sha256(blob.encode("utf-8", errors="backslashreplace")).hexdigest()
 
 
 class Cassette:
@@ -96,7 +96,9 @@ class Cassette:
         with self._lock:
             self._entries[key] = record["response"]
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as fh:
+            # A reply can hold half a UTF-16 surrogate pair; inside a JSON string the backslash
+            # form is that same character's escape, so the line reads back unchanged.
+            with self.path.open("a", encoding="utf-8", errors="backslashreplace") as fh:
                 fh.write(line)
 
 

@@ -222,3 +222,36 @@ def test_a_short_write_is_an_error_naming_the_file_and_resume_drops_the_torn_par
     assert [r.task for r in loaded.records] == [0] and loaded.torn_tail
     f.append(_rec(2))
     assert [r.task for r in f.load().records] == [0, 2]
+
+
+def test_the_html_report_of_a_record_with_a_lone_surrogate_is_written(tmp_path):
+    """The same half UTF-16 pair must not fail ``stateflow report`` (the page keeps its escape)."""
+    from stateflow.tasks.report import write_html
+
+    reply = json.loads('"bad \\ud83d half"')
+    message = {"role": "assistant", "name": "solve", "state": "Solve", "kind": "llm", "content": reply}
+    page = write_html([_rec(0, history=[message])], tmp_path)
+    text = page.read_bytes().decode("utf-8")
+    assert "bad \\ud83d half" in text
+
+
+def test_a_cassette_records_and_replays_a_reply_with_a_lone_surrogate(tmp_path):
+    from openai.types.chat import ChatCompletion
+
+    from stateflow.backends.cassette import Cassette
+
+    reply = json.loads('"half \\ud83d pair"')
+    response = ChatCompletion.model_validate(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+        }
+    )
+    params = {"model": "m", "messages": [{"role": "user", "content": reply}]}
+    Cassette(tmp_path / "c.jsonl", "record").store(params, response)
+    (tmp_path / "c.jsonl").read_bytes().decode("utf-8")  # valid UTF-8 on disk
+    replayed = Cassette(tmp_path / "c.jsonl", "replay").lookup(params)
+    assert replayed.choices[0].message.content == reply
