@@ -38,6 +38,7 @@ from stateflow.tasks.identity import (
 from stateflow.tasks.methods import build_method
 from stateflow.tasks.records import ResultsFile, latest_records, record_key
 from stateflow.tasks.registry import default_registry
+from stateflow.tasks.samples import SAMPLE_NAMES, sample_of
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.http import HttpClients
@@ -339,7 +340,11 @@ def evaluate(
         build_method(m, spec.bench)  # unknown methods fail before anything starts
     probe = env_factory(spec)
     try:
-        selection = select_tasks(spec.tasks, len(probe))
+        tasks = spec.tasks
+        if tasks.strip() in SAMPLE_NAMES:  # a fixed sample: its indices come from the dataset itself
+            sample = sample_of(tasks.strip(), spec.dataset, [probe.task(i) for i in range(len(probe))])
+            tasks = ",".join(map(str, sample.indices))
+        selection = select_tasks(tasks, len(probe))
         identities = run_identities(spec, dataset_fingerprint(probe))
     finally:
         probe.close()

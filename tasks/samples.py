@@ -19,13 +19,24 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["SAMPLE_NAMES", "SAMPLE_SIZES", "SEED", "TaskSample", "sample_indices", "stratified_sample"]
+__all__ = [
+    "SAMPLE_NAMES",
+    "SAMPLE_SIZES",
+    "SEED",
+    "STRATA",
+    "TaskSample",
+    "sample_indices",
+    "sample_of",
+    "stratified_sample",
+]
 
 #: the seed of both samples; changing it means a new development sample (document why)
 SEED = "stateflow-dev-2026-11"
 #: sample size per dataset (the same for ``dev`` and ``heldout``)
 SAMPLE_SIZES = {"spider": 100, "nl2bash": 50}
 SAMPLE_NAMES = ("dev", "heldout")
+#: the task attribute each dataset is stratified by
+STRATA = {"spider": "hardness", "nl2bash": "context"}
 
 
 @dataclass(frozen=True)
@@ -88,3 +99,19 @@ def sample_indices(name: str, dataset: str, labels: Sequence[str]) -> TaskSample
         return TaskSample(name, dataset, tuple(dev))
     held = stratified_sample(labels, n, f"{SEED}/{dataset}/heldout", exclude=frozenset(dev))
     return TaskSample(name, dataset, tuple(held))
+
+
+def sample_of(name: str, dataset: str, tasks: Sequence[object]) -> TaskSample:
+    """The ``dev`` or ``heldout`` sample of a loaded dataset (its tasks in index order).
+
+    Raises:
+        ValueError: unknown sample or dataset, or a task without the stratum attribute.
+    """
+    if dataset not in STRATA:
+        raise ValueError(f"no fixed samples for dataset {dataset!r}; they exist for {', '.join(SAMPLE_SIZES)}")
+    attribute = STRATA[dataset]
+    labels = [getattr(t, attribute, None) for t in tasks]
+    missing = [i for i, label in enumerate(labels) if not label]
+    if missing:
+        raise ValueError(f"dataset {dataset!r}: task {missing[0]} has no {attribute} to stratify by")
+    return sample_indices(name, dataset, [str(label) for label in labels])

@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
             list[str] | None, typer.Option("--model", "-m", help="NAME or STATE=NAME (repeatable)")
         ] = None,
         config: Annotated[Path | None, typer.Option(help="TOML file with [profiles.*] and [models]")] = None,
-        tasks: Annotated[str, typer.Option(help="all, A:B or 0,4,9")] = "all",
+        tasks: Annotated[str, typer.Option(help="all, A:B, 0,4,9, or a fixed sample: dev | heldout")] = "all",
         dataset: Annotated[str, typer.Option(help="demo | spider | spider-test | nl2bash | fs_1.. | FILE")] = "demo",
         workers: Annotated[int, typer.Option(min=1, help="episodes in parallel (one environment each)")] = 1,
         executor: Annotated[Executor, typer.Option(help="thread (this process) or ray (Ray actors)")] = Executor.THREAD,

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from stateflow.tasks.samples import SAMPLE_SIZES, sample_indices, stratified_sample
+from stateflow.tasks.samples import SAMPLE_SIZES, sample_indices, sample_of, stratified_sample
 
 labels_strategy = st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=300)
 
@@ -70,3 +70,61 @@ def test_the_real_samples_match_the_datasets_mix() -> None:
     assert dev_mix == {"easy": 24, "medium": 43, "hard": 17, "extra": 16}
     bash_mix = Counter(nl2bash[i] for i in sample_indices("dev", "nl2bash", nl2bash).indices)
     assert bash_mix == {"fs_1": 15, "fs_3": 15, "fs_2": 13, "fs_4": 7}
+
+
+def test_sample_of_reads_each_datasets_stratum_attribute() -> None:
+    from stateflow.envs.base import Task
+
+    spider = [Task(i, "q", "g", "db", hardness=("easy", "hard")[i % 2]) for i in range(400)]
+    assert (
+        sample_of("dev", "spider", spider).indices
+        == sample_indices("dev", "spider", [t.hardness for t in spider]).indices
+    )
+    bash = [Task(i, "q", "g", f"fs_{1 + i % 4}") for i in range(200)]
+    assert sample_of("heldout", "nl2bash", bash) == sample_indices("heldout", "nl2bash", [t.context for t in bash])
+    with pytest.raises(ValueError, match="task 0 has no hardness"):
+        sample_of("dev", "spider", [Task(0, "q", "g", "db"), *spider])
+    with pytest.raises(ValueError, match="no fixed samples for dataset 'demo'"):
+        sample_of("dev", "demo", spider)
+
+
+def test_the_runner_refuses_a_fixed_sample_of_a_dataset_without_one(tmp_path, sql_available) -> None:
+    from stateflow.tasks.runner import RunSpec, evaluate
+
+    from stateflow import ModelAssignment
+
+    spec = RunSpec(
+        "intercode-sql",
+        ("stateflow",),
+        models=ModelAssignment.of("local"),
+        models_label="x",
+        oracle=True,
+        out=tmp_path / "out",
+        tasks="dev",
+    )
+    with pytest.raises(ValueError, match="no fixed samples for dataset 'demo'"):
+        evaluate(spec, progress=False)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.shared_data
+def test_the_runner_runs_exactly_the_dev_sample(tmp_path, sql_available) -> None:
+    from stateflow.envs.sql.tasks import resolve_dataset
+    from stateflow.tasks.runner import RunSpec, evaluate
+
+    from stateflow import ModelAssignment
+
+    spec = RunSpec(
+        "intercode-sql",
+        ("stateflow",),
+        models=ModelAssignment.of("local"),
+        models_label="x",
+        oracle=True,
+        out=tmp_path / "out",
+        dataset="spider",
+        tasks="heldout",
+        workers=2,
+    )
+    summary = evaluate(spec, progress=False)
+    expected = sample_of("heldout", "spider", resolve_dataset("spider").tasks).indices
+    assert sorted(r.task for r in summary.records) == list(expected)
