@@ -7,6 +7,10 @@
 All baselines resample once at a higher temperature when a reply repeats the previous command,
 exactly like the StateFlow flows, so the comparison stays on equal terms.
 
+* **One-shot**: no loop at all. An optional set-up tool (for SQL: every table with its columns)
+  runs without an LLM call, the model writes one action, it is executed and submitted. It is the
+  bar a flow must clear: on small local models a single prompt with the schema beats agents that
+  wander.
 * **Try Again** (InterCode's n-turn runner): after every action the last observation is scored;
   the agent sees the score and tries again until it reaches 1 or runs out of turns. The episode's
   reward is the best score seen.
@@ -26,12 +30,13 @@ from stateflow.tasks.tools import (
     env_done,
     execute,
     repeats_last_action,
+    submit,
     turns_exhausted,
 )
 
 from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolResult, Transition, meta_is
 
-__all__ = ["build_plan_solve", "build_react", "build_try_again"]
+__all__ = ["build_oneshot", "build_plan_solve", "build_react", "build_try_again"]
 
 
 def _system(domain: str, key: str) -> str:
@@ -133,4 +138,38 @@ def build_try_again(domain: str, *, fmt: ObservationFormat, grammar: bool = Fals
         max_transitions=40,
         system_message=_system(domain, "try_again"),
         description="InterCode Try-Again baseline (Yang et al. 2023)",
+    )
+
+
+def build_oneshot(domain: str, *, fmt: ObservationFormat, setup: Tool | None = None, grammar: bool = False) -> Flow:
+    """One-shot: ``setup`` (if any) shows the context, the model writes one action, it is submitted.
+
+    Args:
+        domain: the prompts folder (``prompts/<domain>/oneshot.md`` is the instruction).
+        fmt: how the action's observation is shown (it is recorded; the model never reads it).
+        setup: a tool run first without an LLM call (for SQL, :func:`~stateflow.tasks.tools.describe_schema`).
+        grammar: constrain the reply with the Thought/Action grammar.
+    """
+    answer = State(
+        "Answer",
+        Prompt(load_prompt(domain, "oneshot")),
+        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None),
+        execute(fmt=fmt),
+        description="write one action",
+    )
+    done = State("Submit", submit(), description="submit the result (no LLM call)")
+    end = State("End", final=True)
+    first = [State("Setup", setup, description="show the context (no LLM call)")] if setup is not None else []
+    return Flow(
+        f"{domain}-oneshot",
+        initial=first[0] if first else answer,
+        states=[*first, answer, done, end],
+        transitions=[
+            Transition(ANY, end, when=env_done),  # the model wrote `submit` itself
+            *[Transition(s, answer) for s in first],
+            Transition(answer, done),
+        ],
+        max_transitions=5,
+        system_message=load_prompt(domain, "system"),
+        description="one-shot baseline: one action, submitted",
     )

@@ -26,6 +26,10 @@ every table with its columns and Observe is skipped; small local models gain mos
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from dataclasses import replace as dc_replace
+
+from stateflow.tasks.actions import parse_action
 from stateflow.tasks.grammar import THOUGHT_ACTION_GBNF, describe_table_grammar
 from stateflow.tasks.prompts import load_prompt
 from stateflow.tasks.tools import (
@@ -36,10 +40,13 @@ from stateflow.tasks.tools import (
     execute,
     repeats_last_action,
     statement_is,
+    submit,
     turns_exhausted,
 )
 
 from stateflow import ANY, LLM, Flow, Prompt, State, Transition
+from stateflow.degenerate import DegenerateCut
+from stateflow.repetition import RepeatGuard, repeated_action
 
 __all__ = [
     "SQL_FLOW",
@@ -49,6 +56,7 @@ __all__ = [
     "SQL_SCHEMA",
     "build_sql_flow",
     "sql_flow",
+    "with_levers",
     "with_schema",
     "without_error",
     "without_observe",
@@ -99,12 +107,21 @@ def sql_flow(*, grammar: bool = False, resample_repeats: bool = True, fmt: Obser
     )
 
 
+def executed_statement(reply: str) -> Hashable | None:
+    """The statement a reply would run (``None`` for ``submit`` or a reply without an action)."""
+    action = parse_action(reply)
+    return " ".join(action.command.split()) if action.kind == "execute" else None
+
+
 def _prompt(key: str) -> Prompt:
     return Prompt(load_prompt("sql", key))
 
 
 _SUBMIT_IN_SOLVE = "When the last result already answers the question exactly, submit instead."
 _DESC_IN_SOLVE = "Start by running DESC on the tables you need; you have not seen any columns yet."
+_COLUMN_ORDER = (
+    "- Put the columns in the order the question names them (the answer is compared row by row, as whole tuples)."
+)
 _ERRORS_IN_VERIFY = "If the last statement failed, read the error and fix it (DESC a table to see its real columns)."
 
 
@@ -133,6 +150,46 @@ def with_schema(flow: Flow) -> Flow:
     return flow.variant(name, drop=["Observe"], reroute={"Observe": "Solve"}, replace=[init])
 
 
+def with_levers(flow: Flow, *, guard: bool = False, cut: bool = False) -> Flow:
+    """The flow with the framework's anti-waste parts on every LLM call (not the paper's flow).
+
+    Args:
+        guard: a :class:`~stateflow.repetition.RepeatGuard` re-asks the model when a reply
+            repeats any statement already run (not only the last one), and a statement still
+            repeated after the re-asks goes to a Submit state (the last result is submitted)
+            instead of burning the remaining turns.
+        cut: a :class:`~stateflow.degenerate.DegenerateCut` cuts digit/character runs such as
+            ``LIMIT 100000000...`` before they reach the database.
+    """
+    if not (guard or cut):
+        return flow
+    repeat_guard = RepeatGuard(parse=executed_statement) if guard else None
+    cutter = DegenerateCut() if cut else None
+
+    def armed(state: State) -> State:
+        outs = [dc_replace(o, guard=repeat_guard, cut=cutter) if isinstance(o, LLM) else o for o in state.outputs]
+        return state.with_outputs(*outs)
+
+    states = {n: armed(s) if any(isinstance(o, LLM) for o in s.outputs) else s for n, s in flow.states.items()}
+    rules = [Transition(ANY if r.sources is ANY else [states[n] for n in r.sources], states[r.target], r.when)
+             for r in flow.transitions]  # fmt: skip
+    if guard:
+        give_up = State("Submit", submit(), description="submit the last result (the model repeated itself)")
+        states[give_up.name] = give_up
+        acting = [s for n, s in states.items() if n in ("Solve", "Verify", "Error")]
+        ends = sum(1 for r in rules if r.sources is ANY and r.target == "End")  # env_done, turn limit
+        rules.insert(ends, Transition(acting, give_up, when=repeated_action(executed_statement)))
+    return Flow(
+        flow.name,
+        initial=states[flow.initial],
+        states=list(states.values()),
+        transitions=rules,
+        max_transitions=flow.max_transitions,
+        system_message=flow.system_message,
+        description=flow.description,
+    )
+
+
 def build_sql_flow(
     *,
     observe: bool = True,
@@ -141,6 +198,9 @@ def build_sql_flow(
     grammar: bool = False,
     resample_repeats: bool = True,
     schema: bool = False,
+    guard: bool = False,
+    cut: bool = False,
+    column_order: bool = False,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -151,7 +211,11 @@ def build_sql_flow(
         verify: include Verify (off: :func:`without_verify`).
         error: include Error (off: :func:`without_error`).
         grammar, resample_repeats, fmt: as in :func:`sql_flow`.
+        guard, cut: as in :func:`with_levers`.
         schema: the schema variant (:func:`with_schema`; Observe is then skipped anyway).
+        column_order: Solve is told to put the columns in the order the question names them
+            (InterCode compares rows as whole tuples, so ``(city, count)`` scores 0 against a
+            gold ``(count, city)``).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -160,10 +224,12 @@ def build_sql_flow(
     """
     if not (verify or error):
         raise ValueError("the SQL flow needs Verify or Error to handle failed statements")
-    flow = sql_flow(grammar=grammar, resample_repeats=resample_repeats, fmt=fmt)
+    flow = with_levers(sql_flow(grammar=grammar, resample_repeats=resample_repeats, fmt=fmt), guard=guard, cut=cut)
     base = flow.name + ("-schema" if schema else "")
     if schema:
         flow = with_schema(flow)
+    if column_order:
+        flow = flow.variant(flow.name, replace=[flow.states["Solve"].with_instruction(_COLUMN_ORDER)])
     # Applied in this order so added instructions read in the order the original builder wrote them.
     for off, derive in (
         (not verify, without_verify),

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stateflow.sf_agent import SFAgentView
-from stateflow.tasks.baselines import build_plan_solve, build_react, build_try_again
+from stateflow.tasks.baselines import build_oneshot, build_plan_solve, build_react, build_try_again
 from stateflow.tasks.benchmark import Benchmark, Method
 from stateflow.tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, build_spec_agent
 from stateflow.tasks.spec_prompts import SpecDomain
 from stateflow.tasks.tools import ObservationFormat
 
-from stateflow import Flow, StateFlowView, View
+from stateflow import Flow, StateFlowView, Tool, View
 from stateflow.flow_ref import is_flow_ref, load_flow
 
 __all__ = [
@@ -45,9 +45,21 @@ def stateflow_methods(suffix: str, build: Callable[[bool], Flow]) -> dict[str, M
     }
 
 
-def baseline_methods(domain: str, fmt: ObservationFormat) -> dict[str, Method]:
-    """The paper's baselines reading ``prompts/<domain>/`` and showing observations with ``fmt``."""
+def baseline_methods(
+    domain: str, fmt: ObservationFormat, *, setup: Callable[[], Tool] | None = None
+) -> dict[str, Method]:
+    """The paper's baselines reading ``prompts/<domain>/`` and showing observations with ``fmt``.
+
+    ``setup`` builds the tool the one-shot baseline runs before its single LLM call (for SQL:
+    the schema); ``None`` gives the model only the task.
+    """
     return {
+        "oneshot": Method(
+            "oneshot",
+            lambda g: build_oneshot(domain, fmt=fmt, setup=setup() if setup else None, grammar=g),
+            StateFlowView,
+            "One-shot (one action, submitted)",
+        ),
         "react": Method("react", lambda g: build_react(domain, fmt=fmt, grammar=g), StateFlowView, "ReAct"),
         "react_refined": Method(
             "react_refined",

@@ -29,6 +29,7 @@ __all__ = [
     "failure_text",
     "repeats_last_action",
     "statement_is",
+    "submit",
     "turns_exhausted",
 ]
 
@@ -114,6 +115,27 @@ def execute(command: str | None = None, *, fmt: ObservationFormat | None = None,
         return ToolResult(text, Observation(ok, bool(done), action.command, statement, repeated).meta())
 
     return Tool(run_action, name)
+
+
+def submit(*, name: str = "submit") -> Tool:
+    """A tool that submits the last result (no LLM call), for flows that end on their own terms.
+
+    The environment scores what the last executed statement (SQL) or the shell's state (Bash)
+    gives, exactly as when an agent writes ``Action: submit``; the episode's reward is recorded
+    and the observation's ``done`` ends the flow.
+    """
+
+    def run_submit(ctx: Context) -> ToolResult:
+        env = ctx.env
+        if env is None:
+            raise RuntimeError("the submit tool needs an environment: run(..., env=ENV)")
+        _, reward, _, info = env.step(Action("submit", "").as_env_action())
+        EpisodeVars.of(ctx).submitted(reward, info)
+        return ToolResult(
+            f"Submitted. Reward: {reward}", Observation(ok=True, done=True, action="submit", reward=reward).meta()
+        )
+
+    return Tool(run_submit, name)
 
 
 def describe_schema(*, name: str = "describe_schema") -> Tool:
