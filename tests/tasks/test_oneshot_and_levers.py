@@ -1,0 +1,107 @@
+"""The one-shot baseline and the tuned SQL flow's levers, over real HTTP and the real SQL environment."""
+
+from __future__ import annotations
+
+import pytest
+from stateflow.tasks.blackboard import episode_vars
+from stateflow.tasks.intercode_sql import build_sql_flow, executed_statement, with_levers
+from stateflow.tasks.methods import build_method
+from stateflow.tasks.registry import default_registry
+
+from stateflow import LLM, ModelProfile, StateFlowView, run
+from stateflow.testing.fake_openai import FakeOpenAIServer
+
+
+@pytest.fixture
+def sql_env(sql_available):
+    from stateflow.envs.sql import open_sql_env
+
+    env = open_sql_env("demo")
+    yield env
+    env.close()
+
+
+def _profile(srv: FakeOpenAIServer) -> ModelProfile:
+    return ModelProfile(name="lc", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
+
+
+def _run(flow, env, replies, view=None):
+    it = iter(replies)
+    with FakeOpenAIServer(lambda *a: next(it)) as srv:
+        env.reset(0)
+        r = run(flow, env.task(0).query, models=_profile(srv), env=env, vars={"max_turns": 10}, view=view)
+    return r, srv
+
+
+def test_oneshot_shows_the_schema_runs_one_statement_and_submits_it(sql_env):
+    flow, view = build_method("oneshot", default_registry().get("intercode-sql"))
+    gold = sql_env.task(0).gold
+    r, srv = _run(flow, sql_env, [f"Thought: t\nAction: execute[{gold}]"], view)
+    assert r.path == ["Setup", "Answer", "Submit", "End"]
+    assert len(srv.requests) == 1  # one LLM call, nothing else
+    prompt = "\n".join(m["content"] for m in srv.requests[0]["messages"])
+    assert "Tables and their columns:" in prompt and "book(" in prompt
+    episode = episode_vars(r)
+    assert episode.done and episode.reward == 1.0 and episode.turns == 2  # schema + the statement
+
+
+def test_oneshot_submits_a_wrong_answer_without_a_second_try(sql_env):
+    flow, view = build_method("oneshot", default_registry().get("intercode-sql"))
+    r, srv = _run(flow, sql_env, ["Thought: t\nAction: execute[SELECT 12345]"], view)
+    assert len(srv.requests) == 1 and r.path[-2:] == ["Submit", "End"]
+    assert episode_vars(r).reward == 0.0
+
+
+def test_oneshot_for_bash_has_no_setup_state():
+    flow, _ = build_method("oneshot", default_registry().get("intercode-bash"))
+    assert flow.initial == "Answer" and "Setup" not in flow.states
+
+
+def test_executed_statement_normalises_whitespace_and_ignores_submit():
+    assert executed_statement("Thought: a\nAction: execute[SELECT  1\tFROM t]") == "SELECT 1 FROM t"
+    assert executed_statement("Thought: a\nAction: submit") is None
+    assert executed_statement("no action here") is None
+
+
+def test_levers_arm_every_llm_call_and_leave_the_paper_flow_untouched():
+    paper = build_sql_flow(schema=True)
+    tuned = with_levers(paper, guard=True, cut=True)
+    for name, state in tuned.states.items():
+        for out in state.outputs:
+            if isinstance(out, LLM):
+                assert out.guard is not None and out.cut is not None, name
+    assert all(o.guard is None for s in paper.states.values() for o in s.outputs if isinstance(o, LLM))
+    assert "Submit" in tuned.states and "Submit" not in paper.states
+    assert with_levers(paper) is paper
+
+
+def test_a_statement_repeated_after_the_guard_is_submitted_instead_of_burning_turns(sql_env):
+    flow = build_sql_flow(schema=True, guard=True, resample_repeats=False)
+    bad = "Thought: t\nAction: execute[SELECT nope FROM book]"
+    # Solve fails; Error repeats it; both re-asks (0.7, 1.0) repeat it too; it runs once more, then Submit.
+    r, srv = _run(flow, sql_env, [bad] * 5, StateFlowView())
+    assert r.path == ["Init", "Solve", "Error", "Submit", "End"]
+    temps = [q["temperature"] for q in srv.requests]
+    assert temps == [0.0, 0.0, 0.7, 1.0]
+    reask = srv.requests[2]["messages"][-1]["content"]
+    assert "You already ran" in reask and "SELECT nope FROM book" in reask
+    episode = episode_vars(r)
+    assert episode.done and episode.turns == 3  # schema, the failed SELECT, its one repeat
+
+
+def test_the_guard_re_ask_that_changes_the_statement_continues_the_flow(sql_env):
+    flow = build_sql_flow(schema=True, guard=True, resample_repeats=False)
+    bad = "Thought: t\nAction: execute[SELECT nope FROM book]"
+    fixed = "Thought: t\nAction: execute[SELECT count(*) FROM book]"
+    r, srv = _run(flow, sql_env, [bad, bad, fixed, "Thought: ok\nAction: submit"], StateFlowView())
+    assert r.path == ["Init", "Solve", "Error", "Verify", "End"]
+    assert [q["temperature"] for q in srv.requests] == [0.0, 0.0, 0.7, 0.0]
+    assert episode_vars(r).turns == 3
+
+
+def test_the_column_order_rule_reaches_solve_only_in_the_tuned_variant():
+    bench = default_registry().get("intercode-sql")
+    tuned, _ = build_method("sf_agent_tuned", bench)
+    plain, _ = build_method("sf_agent_schema", bench)
+    assert "order the question names them" in tuned.states["Solve"].instruction
+    assert "order the question names them" not in plain.states["Solve"].instruction
