@@ -221,7 +221,7 @@ def results_section(
                 lines += ["", f"{bench.name} x {o.model.name} crashed: `{o.error.splitlines()[0][:300]}`"]
     if images:
         lines += ["", "### Plots", ""]
-        lines += [f"![{title}]({link})" for title, link in images]
+        lines += "\n\n".join(f"![{title}]({link})" for title, link in images).split("\n")
     return "\n".join(lines)
 
 
@@ -229,7 +229,7 @@ def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link
     """The README's short table: per benchmark, the headline methods' success (prompt tokens) per model."""
     models = list(dict.fromkeys(o.model.name for o in outcomes))
     lines = [
-        f"The paper's comparison on the embedded models (`stateflow bench paper`, {date}); success % "
+        f"The paper's comparison reproduced offline (`stateflow bench paper`, {date}); success % "
         f"(mean prompt tokens per task); every method, the ablations and plots: [{results_link}]({results_link}).",
         "",
         "| benchmark | method | " + " | ".join(models) + " |",
@@ -304,11 +304,14 @@ def write_paper_plots(outcomes: Sequence[PairOutcome], out: Path) -> list[Path]:
         fig.savefig(out / "ablations.png", dpi=100)
         plt.close(fig)
         paths.append(out / "ablations.png")
+    for stale in set(_PLOTS) - {p.name for p in paths}:  # a plot of an earlier run that no longer applies
+        (out / stale).unlink(missing_ok=True)
     return paths
 
 
 def _draw_success(ax: Any, o: PairOutcome) -> None:
     plot_success(ax, summarize(o.records, ("method",)), x="p_tokens", title=_panel_title(o))
+    ax.set_ylim(-3, 103)  # every panel on the same scale, so panels compare at a glance
 
 
 def _draw_tokens(ax: Any, o: PairOutcome) -> None:
