@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import doctest
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from stateflow.tasks import doc_sections
 from stateflow.tasks.doc_sections import MarkerError, SectionMarkers, check_section, replace_section, write_section
 
 M = SectionMarkers("paper")
@@ -86,3 +89,8 @@ def test_replacing_keeps_everything_outside_and_replacing_twice_equals_once(befo
     once = replace_section(doc, M, body1)
     assert once == "\n".join([*before, M.begin, *body1.rstrip("\n").split("\n"), M.end, *after])
     assert replace_section(once, M, body2) == replace_section(doc, M, body2)
+
+
+def test_the_module_docstring_example_runs_as_written():
+    result = doctest.testmod(doc_sections)
+    assert result.attempted > 0 and result.failed == 0

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from stateflow.tasks.doc_sections import check_section
 from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.paper import (
     PAPER_BENCHMARKS,
@@ -24,7 +25,14 @@ from stateflow.tasks.paper import (
     paper_benchmarks,
     run_paper,
 )
-from stateflow.tasks.paper_report import PaperDocs, headline_section, results_section, write_paper_docs
+from stateflow.tasks.paper_report import (
+    HEADLINE_MARKERS,
+    RESULTS_MARKERS,
+    PaperDocs,
+    headline_section,
+    results_section,
+    write_paper_docs,
+)
 from stateflow.tasks.registry import default_registry
 
 from stateflow import ModelAssignment, ModelProfile
@@ -168,3 +176,15 @@ def test_pair_dirs_are_safe_for_any_model_name():
         "runs/intercode-sql/openai_gpt-4o-mini"
     )
     assert pair_dir(Path("r"), "b", "../x") == Path("r/b/.._x")
+
+
+def test_the_repositorys_readme_holds_the_headline_markers_once():
+    """The real command writes the README's headline in place, never appended at its end."""
+    root = Path(__file__).resolve().parent.parent.parent
+    readme = (root / "README.md").read_text().splitlines()
+    assert [x for x in readme if x.strip() in (HEADLINE_MARKERS.begin, HEADLINE_MARKERS.end)] == [
+        HEADLINE_MARKERS.begin,
+        HEADLINE_MARKERS.end,
+    ]
+    check_section(root / "README.md", HEADLINE_MARKERS)
+    check_section(root / "docs" / "results.md", RESULTS_MARKERS)
