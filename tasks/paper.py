@@ -140,10 +140,12 @@ def paper_benchmarks(
         The entries, and one note per method skipped on a benchmark.
 
     Raises:
-        ConfigError: an unknown benchmark name, a dataset for a benchmark not selected, or a
+        ConfigError: no or an unknown benchmark name, a dataset for a benchmark not selected, or a
             method that no selected benchmark has (the message lists the valid ones).
     """
     known = {b.name: b for b in PAPER_BENCHMARKS}
+    if not names:
+        raise ConfigError(f"--benchmarks: give at least one of {', '.join(known)}")
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ConfigError(f"--benchmarks: unknown {', '.join(unknown)}; the comparison has {', '.join(known)}")

@@ -226,7 +226,8 @@ def results_section(
 
 
 def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link: str) -> str:
-    """The README's short table: per benchmark, the headline methods' success (prompt tokens) per model."""
+    """The README's short table: per benchmark, the headline methods' success (prompt tokens) per
+    model, and the best of all methods run (highest success; the first in table order on a tie)."""
     models = list(dict.fromkeys(o.model.name for o in outcomes))
     lines = [
         f"The paper's comparison reproduced offline (`stateflow bench paper`, {date}); success % "
@@ -238,6 +239,7 @@ def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link
     for bench in _benchmarks(outcomes):
         pairs = {o.model.name: o for o in _pairs(outcomes, bench)}
         cells = {name: method_cells(o) for name, o in pairs.items()}
+        order = {m: i for i, m in enumerate(bench.all_methods)}
         for m in bench.headline_methods:
             row = [bench.name, f"`{m}`"]
             for name in models:
@@ -249,10 +251,19 @@ def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link
                 elif c is None:
                     row.append("not recorded")
                 else:
-                    done = "" if c.complete else f" [{c.n}/{c.total}, incomplete]"
-                    row.append(f"{c.sr:.1f} ({c.p_tokens:.0f}){done}")
+                    row.append(_headline_cell(c))
             lines.append("| " + " | ".join(row) + " |")
+        best = [f"best of {len(bench.all_methods)} methods"]
+        for name in models:
+            ranked = sorted(cells.get(name, {}).items(), key=lambda kv: (-kv[1].sr, order.get(kv[0], len(order))))
+            best.append(f"`{ranked[0][0]}` {_headline_cell(ranked[0][1])}" if ranked else "")
+        lines.append(f"| {bench.name} | " + " | ".join(best) + " |")
     return "\n".join(lines)
+
+
+def _headline_cell(c: MethodCell) -> str:
+    done = "" if c.complete else f" [{c.n}/{c.total}, incomplete]"
+    return f"{c.sr:.1f} ({c.p_tokens:.0f}){done}"
 
 
 def _grid(n_rows: int, n_cols: int, size: tuple[float, float]) -> tuple[Any, Any, Any]:

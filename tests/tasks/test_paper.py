@@ -169,6 +169,7 @@ def test_an_incomplete_pair_shows_done_over_total_never_a_final_number(tmp_path)
     headline = headline_section([outcome], date="2026-11-24", results_link="docs/results.md")
     assert "| intercode-sql | `stateflow` | 50.0 (150) [2/3, incomplete] |" in headline
     assert "| intercode-sql | `react` |" not in headline  # not run: not headlined
+    assert headline.endswith("| intercode-sql | best of 3 methods | `stateflow` 50.0 (150) [2/3, incomplete] |")
 
 
 def test_pair_dirs_are_safe_for_any_model_name():
