@@ -31,6 +31,7 @@ from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.methods import resolve_method
 from stateflow.tasks.registry import default_registry
 from stateflow.tasks.runner import RunSpec, evaluate, open_env
+from stateflow.tasks.samples import SAMPLE_NAMES, SAMPLE_SIZES
 
 from stateflow import ModelAssignment
 from stateflow.backends.scripted import ScriptedLLM
@@ -299,11 +300,17 @@ def run_paper(
         One outcome per pair (benchmarks outer, models inner), and whether the run was interrupted.
 
     Raises:
-        ValueError, ConfigError: a method that does not exist on its benchmark.
+        ValueError, ConfigError: a method that does not exist on its benchmark, or a fixed
+            sample (``dev``) asked of a dataset that has none.
     """
     console = console or Console(stderr=True)
     registry = default_registry()
     for bench in run.benchmarks:
+        if run.tasks.strip() in SAMPLE_NAMES and bench.dataset not in SAMPLE_SIZES:
+            raise ConfigError(
+                f"--tasks {run.tasks.strip()}: {bench.name}'s dataset {bench.dataset} has no fixed samples "
+                f"(they exist for {', '.join(SAMPLE_SIZES)}); give --tasks A:B or another --dataset"
+            )
         for m in bench.all_methods:
             resolve_method(registry.get(bench.name), m)  # an unknown method fails before any pair runs
     pairs = [(b, m) for b in run.benchmarks for m in run.models]

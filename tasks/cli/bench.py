@@ -85,7 +85,8 @@ def register(app: typer.Typer) -> None:
         Each (benchmark, model) pair runs with `stateflow run`'s runner into OUT/<benchmark>/<model>/;
         re-running resumes. Then the dated section between the paper markers of --results, the
         PNGs in --images and the headline between the paper-headline markers of --readme are
-        (re)written. Pairs not complete are shown as done/total, never as final numbers.
+        (re)written. Pairs not complete are shown as done/total, never as final numbers; when no
+        pair recorded anything, the documents are left alone. Exit status 1 if a pair crashed.
         """
         from stateflow.tasks.cli.run import _announce, _assignment, _auto_grammar
         from stateflow.tasks.paper import PaperModel, PaperRun, paper_benchmarks, run_paper
@@ -120,10 +121,13 @@ def register(app: typer.Typer) -> None:
             retry_errors=retry_errors,
         )
         outcomes, interrupted = run_paper(run, console=console, progress=not no_progress)
-        command = "stateflow " + shlex.join(sys.argv[1:])
-        date = datetime.now(UTC).strftime("%Y-%m-%d")
-        for path in write_paper_docs(outcomes, docs, command=command, tasks=tasks, date=date):
-            console.print(f"wrote {escape(str(path))}")
+        if any(o.records for o in outcomes):
+            command = "stateflow " + shlex.join(sys.argv[1:])
+            date = datetime.now(UTC).strftime("%Y-%m-%d")
+            for path in write_paper_docs(outcomes, docs, command=command, tasks=tasks, date=date):
+                console.print(f"wrote {escape(str(path))}")
+        else:  # a typo must not replace a published section with a table of failures
+            console.print("[yellow]no episode recorded in any pair:[/] the documents were left as they were")
         crashed = [o for o in outcomes if o.status == "crashed"]
         if interrupted:
             raise typer.Exit(130)

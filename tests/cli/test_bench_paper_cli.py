@@ -141,3 +141,23 @@ def test_bench_paper_smoke_runs_writes_and_resumes(tmp_path, sql_available, bash
         for b in PAPER_BENCHMARKS
         for m in [*(f"`{x}`" for x in b.headline_methods), f"best of {len(b.all_methods)} methods"]
     ]
+
+
+def test_when_every_pair_crashes_the_command_fails_and_leaves_the_documents_alone(tmp_path):
+    results, readme = tmp_path / "results.md", tmp_path / "README.md"
+    results.write_text("<!-- paper-begin -->\npublished numbers\n<!-- paper-end -->\n")
+    readme.write_text("# Project\n")
+    (tmp_path / "models.toml").write_text(
+        '[profiles.never]\nmodel = "m"\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = ""\n'
+    )
+    proc = _run(
+        tmp_path,
+        *("bench", "paper", "--models", "never", "--benchmarks", "intercode-sql", "--methods", "react"),
+        *("--dataset", "spider", "--data", str(tmp_path / "no-data"), "--tasks", "0:1", "--config", "models.toml"),
+        *("--out", str(tmp_path / "runs"), "--results", str(results), "--readme", str(readme), "--no-progress"),
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "[1/1] intercode-sql x never: crashed after" in proc.stderr and "DataNotFoundError" in proc.stderr
+    assert "no episode recorded in any pair: the documents were left as they were" in proc.stderr
+    assert results.read_text() == "<!-- paper-begin -->\npublished numbers\n<!-- paper-end -->\n"
+    assert readme.read_text() == "# Project\n" and not (tmp_path / "docs").exists()

@@ -189,3 +189,11 @@ def test_the_repositorys_readme_holds_the_headline_markers_once():
     ]
     check_section(root / "README.md", HEADLINE_MARKERS)
     check_section(root / "docs" / "results.md", RESULTS_MARKERS)
+
+
+def test_a_fixed_sample_of_a_dataset_without_one_is_refused_before_anything_runs(tmp_path):
+    benches, _ = paper_benchmarks(["intercode-bash"], ["react"], {"intercode-bash": "demo"})
+    run = PaperRun(benches, (_model("m-a"),), tmp_path / "runs", tasks="dev")
+    with pytest.raises(ConfigError, match="--tasks dev: intercode-bash's dataset demo has no fixed samples"):
+        run_paper(run, console=Console(file=io.StringIO()), progress=False, env_factory=lambda spec: FakeEnv(n=3))
+    assert not (tmp_path / "runs").exists()
