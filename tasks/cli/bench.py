@@ -4,6 +4,14 @@ It runs every method of :data:`stateflow.tasks.paper.PAPER_BENCHMARKS` with ever
 ``--models`` (:func:`stateflow.tasks.paper.run_paper`), one results directory per pair under
 ``--out``, then writes the tables and plots (:func:`stateflow.tasks.paper_report.write_paper_docs`).
 Re-running the same command resumes; with everything recorded it only rewrites the documents.
+
+At full size (the defaults) it runs 12 SQL methods x 100 Spider dev tasks and 6 Bash methods x 50
+NL2Bash tasks with each of the two embedded models: 3,000 episodes, a day or more on 2 cores.
+Interrupt it at will and re-run the same command. On a busy machine, give the models and
+episodes more time so slow calls are not recorded as errors::
+
+    # slow.toml:  [profiles.local] timeout = 900.0 / max_retries = 0, the same for [profiles.local-small]
+    stateflow bench paper --config slow.toml --timeout 1800
 """
 
 from __future__ import annotations
