@@ -155,16 +155,19 @@ def test_an_incomplete_pair_shows_done_over_total_never_a_final_number(tmp_path)
     records = [_record("stateflow", 0, True), _record("stateflow", 1, False), _record("stateflow_no_verify", 0, False)]
     records += [_record("stateflow_no_verify", t, False) for t in (1, 2)]
     outcome = PairOutcome(bench, model, tmp_path, "incomplete", records, tasks_total=3)
-    section = results_section([outcome], command="c", tasks="dev", date="2026-11-24", images=[])
+    later = PairOutcome(bench, replace(model, name="y"), tmp_path, "not run")  # after a Ctrl-C
+    section = results_section([outcome, later], command="c", tasks="dev", date="2026-11-24", images=[])
     assert (
-        "**not final**: 1 of 1 (benchmark, model) pair(s) are not complete (intercode-sql x x: incomplete)" in section
+        "**not final**: 2 of 2 (benchmark, model) pair(s) are not complete (intercode-sql x x: incomplete, "
+        "intercode-sql x y: not run)" in section
     )
     assert "the fixed `dev` sample of spider: 100 tasks stratified by hardness" in section
     # stateflow: 2 of 3 done, 1 of 2 solved, mean 150 prompt tokens, 2.5 s/task, 1 timeout
-    assert "| `stateflow` | 50.0 | 2/3 (incomplete) | 150 | 10 | 2.5 | 1 |" in section
+    assert "| `stateflow` | 50.0 | 2/3 (incomplete) | 150 | 10 | 2.5 | 1 | not run |" in section
     assert "| `stateflow_no_verify` | 0.0 | 3 | 200 | 10 | 3.0 | 1 |" in section
     assert "| `sf_agent` |  | 0/3 (incomplete) |  |  |  |  |" in section
     assert "| `stateflow` | x | 50.0 [2/3, incomplete] | 0.0 (-50.0) |" in section
+    assert "| `stateflow` | y | not run |" in section
     assert "| `sf_agent` | x | not recorded | not recorded |" in section
     headline = headline_section([outcome], date="2026-11-24", results_link="docs/results.md")
     assert "| intercode-sql | `stateflow` | 50.0 (150) [2/3, incomplete] |" in headline
