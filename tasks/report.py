@@ -22,7 +22,7 @@ from stateflow.tasks.metrics import GROUP_KEYS, Row, group_records, summarize, t
 
 from stateflow.graph import to_dot
 
-__all__ = ["metrics_table", "write_html", "write_plots", "write_report"]
+__all__ = ["metrics_table", "plot_success", "plot_tokens_by_state", "write_html", "write_plots", "write_report"]
 
 _COLUMNS = [
     ("SR %", "sr", "{:.2f}"),
@@ -63,6 +63,53 @@ def _label(group: tuple[str, ...], setting: str = "") -> str:
     return f"{text} [{setting}]" if setting else text
 
 
+def plot_success(ax: Any, rows: Sequence[Row], *, x: str = "auto", title: str = "success vs cost") -> None:
+    """Draw one point per row on ``ax``: success rate against its cost or prompt tokens.
+
+    Args:
+        ax: a matplotlib ``Axes``.
+        rows: from :func:`~stateflow.tasks.metrics.summarize`; each point is labelled with its
+            group (without the benchmark when the group has several keys) and setting.
+        x: ``"p_tokens"`` (mean prompt tokens per task), ``"cost"`` (total dollars), or
+            ``"auto"``: cost when some row has a price, else prompt tokens (local models cost 0).
+        title: the panel title.
+    """
+    by_cost = x == "cost" or (x == "auto" and any(q.cost for q in rows))
+    for r in rows:
+        value = r.cost if by_cost else r.p_tokens
+        ax.scatter([value], [r.sr], s=60)
+        ax.annotate(_label(r.group, r.setting), (value, r.sr), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.set_xlabel("total cost ($)" if by_cost else "prompt tokens per task")
+    ax.set_ylabel("success rate (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+
+
+def plot_tokens_by_state(
+    ax: Any, per_state: dict[tuple[str, ...], dict[str, dict[str, float]]], *, title: str = "tokens by state"
+) -> None:
+    """Draw stacked bars on ``ax``: mean prompt + completion tokens per task, one bar per group.
+
+    Args:
+        ax: a matplotlib ``Axes``.
+        per_state: from :func:`~stateflow.tasks.metrics.tokens_by_state`; bars are labelled like
+            :func:`plot_success`'s points, stacks are states (one legend entry each).
+        title: the panel title.
+    """
+    states = sorted({s for d in per_state.values() for s in d})
+    groups = sorted(per_state)
+    bottom = [0.0] * len(groups)
+    for s in states:
+        vals = [per_state[g].get(s, {}).get("prompt", 0) + per_state[g].get(s, {}).get("completion", 0) for g in groups]
+        ax.bar(range(len(groups)), vals, bottom=bottom, label=s)
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
+    ax.set_xticks(range(len(groups)), [_label(g) for g in groups], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("tokens per task")
+    ax.set_title(title)
+    if states:
+        ax.legend(fontsize=7)
+
+
 def write_plots(records: list[EpisodeRecord], out: Path) -> list[Path]:
     """``success_vs_cost.png`` and ``tokens_by_state.png`` in ``out``."""
     import matplotlib
@@ -71,18 +118,9 @@ def write_plots(records: list[EpisodeRecord], out: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
-    rows = summarize(records)
     paths = []
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for r in rows:
-        # Cost is 0 for local models, so plot prompt tokens per task when no row has a price.
-        x = r.cost if any(q.cost for q in rows) else r.p_tokens
-        ax.scatter([x], [r.sr], s=60)
-        ax.annotate(_label(r.group, r.setting), (x, r.sr), textcoords="offset points", xytext=(5, 5), fontsize=8)
-    ax.set_xlabel("total cost ($)" if any(q.cost for q in rows) else "prompt tokens per task")
-    ax.set_ylabel("success rate (%)")
-    ax.set_title("success vs cost")
-    ax.grid(alpha=0.3)
+    plot_success(ax, summarize(records))
     fig.tight_layout()
     p = out / "success_vs_cost.png"
     fig.savefig(p, dpi=110)
@@ -90,19 +128,8 @@ def write_plots(records: list[EpisodeRecord], out: Path) -> list[Path]:
     paths.append(p)
 
     per_state = tokens_by_state(records)
-    states = sorted({s for d in per_state.values() for s in d})
-    groups = sorted(per_state)
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(groups) + 2), 4.5))
-    bottom = [0.0] * len(groups)
-    for s in states:
-        vals = [per_state[g].get(s, {}).get("prompt", 0) + per_state[g].get(s, {}).get("completion", 0) for g in groups]
-        ax.bar(range(len(groups)), vals, bottom=bottom, label=s)
-        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-    ax.set_xticks(range(len(groups)), [_label(g) for g in groups], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("tokens per task")
-    ax.set_title("tokens by state")
-    if states:
-        ax.legend(fontsize=7)
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(per_state) + 2), 4.5))
+    plot_tokens_by_state(ax, per_state)
     fig.tight_layout()
     p = out / "tokens_by_state.png"
     fig.savefig(p, dpi=110)

@@ -1,7 +1,7 @@
 """The evaluation application's part of the ``stateflow`` command (a core CLI plugin).
 
 :data:`PLUGIN` is declared in ``pyproject.toml`` under the ``stateflow.plugins`` entry points;
-the core CLI loads it and gets the commands ``run``, ``report``, ``demo`` and ``data``, and the
+the core CLI loads it and gets the commands ``run``, ``report``, ``demo``, ``data`` and ``bench paper``, and the
 named flows of every registered benchmark (``stateflow graph intercode-sql``).
 """
 
@@ -19,10 +19,11 @@ __all__ = ["PLUGIN", "registered_flows"]
 
 
 def _register(app: typer.Typer) -> None:
-    from stateflow.tasks.cli import data, run
+    from stateflow.tasks.cli import bench, data, run
 
     run.register(app)
     data.register(app)
+    bench.register(app)
 
 
 def registered_flows() -> dict[str, Callable[[], Flow]]:

@@ -1,0 +1,147 @@
+"""`stateflow bench paper`: the paper's comparison, reproduced offline, in one resumable command.
+
+It runs every method of :data:`stateflow.tasks.paper.PAPER_BENCHMARKS` with every model of
+``--models`` (:func:`stateflow.tasks.paper.run_paper`), one results directory per pair under
+``--out``, then writes the tables and plots (:func:`stateflow.tasks.paper_report.write_paper_docs`).
+Re-running the same command resumes; with everything recorded it only rewrites the documents.
+
+At full size (the defaults) it runs 12 SQL methods x 100 Spider dev tasks and 6 Bash methods x 50
+NL2Bash tasks with each of the two embedded models: 3,000 episodes, a day or more on 2 cores.
+Interrupt it at will and re-run the same command. On a busy machine, give the models and
+episodes more time so slow calls are not recorded as errors::
+
+    # slow.toml:  [profiles.local] timeout = 900.0 / max_retries = 0, the same for [profiles.local-small]
+    stateflow bench paper --config slow.toml --timeout 1800
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from stateflow.errors import ConfigError
+
+__all__ = ["register"]
+
+
+def _split(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _datasets(values: list[str], benchmarks: list[str]) -> dict[str, str]:
+    """``--dataset NAME`` (every benchmark) or ``--dataset BENCHMARK=NAME`` (repeatable)."""
+    out: dict[str, str] = {}
+    for v in values:
+        bench, sep, name = v.partition("=")
+        if not sep:
+            out |= dict.fromkeys(benchmarks, v.strip())
+        elif not name.strip():
+            raise ConfigError(f"--dataset {v!r}: give BENCHMARK=DATASET or DATASET")
+        else:
+            out[bench.strip()] = name.strip()
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench`` group (with ``paper``) to ``app``."""
+    bench = typer.Typer(help="Reproduce comparisons (many runs, one resumable command).", no_args_is_help=True)
+    app.add_typer(bench, name="bench")
+
+    @bench.command("paper")
+    def paper_cmd(
+        models: Annotated[str, typer.Option(help="comma-separated model profiles (columns)")] = "local,local-small",
+        benchmarks: Annotated[str, typer.Option(help="comma-separated benchmarks")] = "intercode-sql,intercode-bash",
+        methods: Annotated[
+            str | None,
+            typer.Option(help="comma-separated methods (default: the paper's set per benchmark, see the docs)"),
+        ] = None,
+        tasks: Annotated[str, typer.Option(help="dev | heldout (fixed samples), or all, A:B, 0,4,9")] = "dev",
+        dataset: Annotated[
+            list[str] | None,
+            typer.Option(help="NAME for every benchmark or BENCHMARK=NAME (default: spider, nl2bash)"),
+        ] = None,
+        out: Annotated[Path, typer.Option(help="results root: OUT/<benchmark>/<model>/ (re-run to resume)")] = Path(
+            "runs/paper"
+        ),
+        results: Annotated[Path, typer.Option(help="document whose paper section is written")] = Path(
+            "docs/results.md"
+        ),
+        images: Annotated[Path, typer.Option(help="folder for the PNG plots")] = Path("docs/img/paper"),
+        readme: Annotated[Path, typer.Option(help="README whose headline table is written")] = Path("README.md"),
+        no_readme: Annotated[bool, typer.Option("--no-readme", help="leave the README alone")] = False,
+        config: Annotated[Path | None, typer.Option(help="TOML file with [profiles.*] and [models]")] = None,
+        workers: Annotated[int, typer.Option(min=1, help="episodes in parallel (one environment each)")] = 1,
+        max_turns: Annotated[int, typer.Option(min=1, help="environment turns per task")] = 10,
+        timeout: Annotated[float, typer.Option(help="seconds per task")] = 600.0,
+        grammar: Annotated[
+            bool | None,
+            typer.Option("--grammar/--no-grammar", help="enforce the response format (default: where supported)"),
+        ] = None,
+        data: Annotated[str | None, typer.Option(help="directory with InterCode's sql/ and bash/ data")] = None,
+        retry_errors: Annotated[bool, typer.Option(help="re-run episodes recorded as errored")] = False,
+        no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+    ) -> None:
+        """Run the paper's comparison (every method x every model) and write the tables and plots.
+
+        Each (benchmark, model) pair runs with `stateflow run`'s runner into OUT/<benchmark>/<model>/;
+        re-running resumes. Then the dated section between the paper markers of --results, the
+        PNGs in --images and the headline between the paper-headline markers of --readme are
+        (re)written. Pairs not complete are shown as done/total, never as final numbers; when no
+        pair recorded anything, the documents are left alone. Exit status 1 if a pair crashed.
+        """
+        from stateflow.tasks.cli.run import _announce, _assignment, _auto_grammar
+        from stateflow.tasks.paper import PaperModel, PaperRun, paper_benchmarks, run_paper
+        from stateflow.tasks.paper_report import PaperDocs, write_paper_docs
+
+        console = Console(stderr=True)
+        names = _split(benchmarks)
+        chosen, notes = paper_benchmarks(
+            names, _split(methods) if methods is not None else None, _datasets(dataset or [], names)
+        )
+        for note in notes:
+            console.print(f"[yellow]note:[/] {escape(note)}")
+        model_names = list(dict.fromkeys(_split(models)))
+        if not model_names:
+            raise ConfigError("--models: give at least one model profile")
+        columns = []
+        for name in model_names:
+            assignment, label = _assignment([name], config)
+            _announce(console, assignment)
+            columns.append(PaperModel(name, assignment, label, grammar=_auto_grammar(assignment)))
+        docs = PaperDocs(results, images, None if no_readme else readme)
+        run = PaperRun(
+            benchmarks=chosen,
+            models=tuple(columns),
+            out=out,
+            tasks=tasks,
+            workers=workers,
+            max_turns=max_turns,
+            task_timeout_s=timeout,
+            grammar=grammar,
+            data_dir=data,
+            retry_errors=retry_errors,
+        )
+        outcomes, interrupted = run_paper(run, console=console, progress=not no_progress)
+        if any(o.records for o in outcomes):
+            command = "stateflow " + shlex.join(sys.argv[1:])
+            date = datetime.now(UTC).strftime("%Y-%m-%d")
+            for path in write_paper_docs(outcomes, docs, command=command, tasks=tasks, date=date):
+                console.print(f"wrote {escape(str(path))}")
+        else:  # a typo must not replace a published section with a table of failures
+            console.print("[yellow]no episode recorded in any pair:[/] the documents were left as they were")
+        crashed = [o for o in outcomes if o.status == "crashed"]
+        if interrupted:
+            raise typer.Exit(130)
+        if crashed:
+            console.print(
+                f"[red]{len(crashed)} pair(s) crashed:[/] "
+                + "; ".join(escape(f"{o.benchmark.name} x {o.model.name}: {o.error}") for o in crashed)
+            )
+            raise typer.Exit(1)

@@ -1,0 +1,392 @@
+"""The paper comparison's tables and plots: the ``docs/results.md`` section, PNGs, README headline.
+
+Everything here reads the :class:`~stateflow.tasks.paper.PairOutcome` list that
+:func:`~stateflow.tasks.paper.run_paper` returns; the metrics are those of ``stateflow report``
+(:func:`~stateflow.tasks.metrics.summarize`) and the panels are drawn by the report's own plot
+functions (:func:`~stateflow.tasks.report.plot_success`,
+:func:`~stateflow.tasks.report.plot_tokens_by_state`).
+
+A cell of a pair that is not complete shows ``done/total`` episodes and the word
+``incomplete``; a pair that crashed or did not run says so instead of showing numbers. Nothing
+unfinished is ever shown as a final number.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stateflow.tasks.doc_sections import SectionMarkers, check_section, write_section
+from stateflow.tasks.metrics import summarize, tokens_by_state
+from stateflow.tasks.paper import PairOutcome, PaperBenchmark
+from stateflow.tasks.report import plot_success, plot_tokens_by_state
+from stateflow.tasks.samples import SAMPLE_NAMES, SAMPLE_SIZES, SEED, STRATA
+
+__all__ = [
+    "HEADLINE_MARKERS",
+    "RESULTS_MARKERS",
+    "MethodCell",
+    "PaperDocs",
+    "headline_section",
+    "method_cells",
+    "results_section",
+    "write_paper_docs",
+    "write_paper_plots",
+]
+
+RESULTS_MARKERS = SectionMarkers("paper")
+"""The section of ``docs/results.md`` that ``stateflow bench paper`` owns."""
+HEADLINE_MARKERS = SectionMarkers("paper-headline")
+"""The section of ``README.md`` holding the headline table."""
+
+_PLOTS = {
+    "success_vs_prompt_tokens.png": "success vs mean prompt tokens per task",
+    "tokens_by_state.png": "tokens per task by state",
+    "ablations.png": "ablations (success %)",
+}
+
+
+@dataclass(frozen=True)
+class MethodCell:
+    """One method's numbers in one pair.
+
+    Attributes:
+        n: episodes recorded; ``total``: tasks the pair selected (``n < total``: incomplete).
+        sr: success rate in % of the recorded episodes.
+        p_tokens, c_tokens: mean prompt / completion tokens per task.
+        wall_s: mean wall time per task in seconds.
+        errored: episodes that ended in an error or a timeout.
+    """
+
+    n: int
+    total: int
+    sr: float
+    p_tokens: float
+    c_tokens: float
+    wall_s: float
+    errored: int
+
+    @property
+    def complete(self) -> bool:
+        return self.n >= self.total
+
+    def count(self) -> str:
+        """``n`` for a complete cell, ``n/total (incomplete)`` otherwise."""
+        return str(self.n) if self.complete else f"{self.n}/{self.total} (incomplete)"
+
+
+def method_cells(outcome: PairOutcome) -> dict[str, MethodCell]:
+    """The numbers of each method with at least one record in ``outcome``."""
+    out: dict[str, MethodCell] = {}
+    for row in summarize(outcome.records, ("method",)):
+        method = row.group[0]
+        wall = [r.wall_s for r in outcome.records if r.method == method]
+        out[method] = MethodCell(
+            row.n, outcome.tasks_total, row.sr, row.p_tokens, row.c_tokens, sum(wall) / len(wall), row.errored
+        )
+    return out
+
+
+def _pending(outcome: PairOutcome) -> str:
+    """What a pair without numbers shows in a cell."""
+    return "crashed" if outcome.status == "crashed" else "not run"
+
+
+def _benchmarks(outcomes: Sequence[PairOutcome]) -> list[PaperBenchmark]:
+    return list({o.benchmark.name: o.benchmark for o in outcomes}.values())
+
+
+def _pairs(outcomes: Sequence[PairOutcome], bench: PaperBenchmark) -> list[PairOutcome]:
+    return [o for o in outcomes if o.benchmark.name == bench.name]
+
+
+def _sample(bench: PaperBenchmark, tasks: str, total: int) -> str:
+    name = tasks.strip()
+    if name in SAMPLE_NAMES and bench.dataset in SAMPLE_SIZES:
+        return (
+            f"the fixed `{name}` sample of {bench.dataset}: {SAMPLE_SIZES[bench.dataset]} tasks stratified by "
+            f"{STRATA[bench.dataset]} (seed `{SEED}`, `stateflow.tasks.samples`)"
+        )
+    return f"tasks `{name}` of {bench.dataset} ({total} per method)" if total else f"tasks `{name}` of {bench.dataset}"
+
+
+def _method_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
+    heads = ["success %", "n", "prompt tok", "completion tok", "s/task", "errored"]
+    lines = [
+        "| method | " + " | ".join(f"{o.model.name}: {h}" for o in pairs for h in heads) + " |",
+        "|---|" + "---|" * (len(heads) * len(pairs)),
+    ]
+    cells = [method_cells(o) for o in pairs]
+    for m in bench.all_methods:
+        row = [f"`{m}`"]
+        for o, by_method in zip(pairs, cells, strict=True):
+            c = by_method.get(m)
+            if o.status in ("crashed", "not run"):
+                row += [_pending(o)] + [""] * (len(heads) - 1)
+            elif c is None:
+                row += ["", f"0/{o.tasks_total} (incomplete)", "", "", "", ""]
+            else:
+                row += [
+                    f"{c.sr:.1f}",
+                    c.count(),
+                    f"{c.p_tokens:.0f}",
+                    f"{c.c_tokens:.0f}",
+                    f"{c.wall_s:.1f}",
+                    str(c.errored),
+                ]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _ablation_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
+    parts = [p for p in bench.ablations if any(bench.ablation(b, p) in bench.all_methods for b in bench.ablated)]
+    bases = [b for b in bench.ablated if b in bench.all_methods]
+    if not parts or not bases:
+        return []
+    lines = [
+        "| view | model | full flow | " + " | ".join(f"no {p}" for p in parts) + " |",
+        "|---|---|---|" + "---|" * len(parts),
+    ]
+    for base in bases:
+        for o in pairs:
+            if o.status in ("crashed", "not run"):
+                lines.append(f"| `{base}` | {o.model.name} | {_pending(o)} |" + " |" * len(parts))
+                continue
+            cells = method_cells(o)
+            full = cells.get(base)
+            row = [f"`{base}`", o.model.name, _score(full)]
+            for p in parts:
+                c = cells.get(bench.ablation(base, p))
+                delta = f" ({c.sr - full.sr:+.1f})" if c is not None and full is not None else ""
+                row.append(_score(c) + delta)
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def _score(c: MethodCell | None) -> str:
+    if c is None:
+        return "not recorded"
+    return f"{c.sr:.1f}" if c.complete else f"{c.sr:.1f} [{c.n}/{c.total}, incomplete]"
+
+
+def results_section(
+    outcomes: Sequence[PairOutcome], *, command: str, tasks: str, date: str, images: Sequence[tuple[str, str]]
+) -> str:
+    """The ``docs/results.md`` section (without its markers).
+
+    Args:
+        outcomes: from :func:`~stateflow.tasks.paper.run_paper`.
+        command: the command line that reproduces it.
+        tasks: the ``--tasks`` value (``dev``: described as the fixed sample).
+        date: when it was generated (``YYYY-MM-DD``).
+        images: ``(title, link relative to the results file)`` per plot.
+    """
+    unfinished = [o for o in outcomes if o.status != "complete"]
+    status = (
+        "every pair is complete."
+        if not unfinished
+        else f"**not final**: {len(unfinished)} of {len(outcomes)} (benchmark, model) pair(s) are not complete ("
+        + ", ".join(f"{o.benchmark.name} x {o.model.name}: {o.status}" for o in unfinished)
+        + "); re-run the command to resume."
+    )
+    lines = [
+        f"## The paper's comparison, reproduced offline ({date})",
+        "",
+        f"Generated by `stateflow bench paper` on {date} (UTC); everything between the `paper` markers is "
+        "rewritten by the command, so edit outside them.",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Status: {status}",
+        "",
+        "Per (benchmark, model): success % of the recorded episodes, n = episodes recorded (`done/total` when "
+        "not every task is done), mean prompt and completion tokens per task, mean wall seconds per task, "
+        "errored episodes (an error or a timeout; scored on what ran). Results directories: "
+        + ", ".join(f"`{o.out}`" for o in outcomes)
+        + ".",
+    ]
+    for bench in _benchmarks(outcomes):
+        pairs = _pairs(outcomes, bench)
+        total = max((o.tasks_total for o in pairs), default=0)
+        lines += ["", f"### {bench.name}", "", f"Sample: {_sample(bench, tasks, total)}.", ""]
+        lines += _method_table(bench, pairs)
+        ablations = _ablation_table(bench, pairs)
+        if ablations:
+            lines += ["", "Ablations (success %; in brackets: points vs the full flow):", "", *ablations]
+        for o in pairs:
+            if o.error:
+                lines += ["", f"{bench.name} x {o.model.name} crashed: `{o.error.splitlines()[0][:300]}`"]
+    if images:
+        lines += ["", "### Plots", ""]
+        lines += "\n\n".join(f"![{title}]({link})" for title, link in images).split("\n")
+    return "\n".join(lines)
+
+
+def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link: str) -> str:
+    """The README's short table: per benchmark, the headline methods' success (prompt tokens) per
+    model, and the best of all methods run (highest success; the first in table order on a tie)."""
+    models = list(dict.fromkeys(o.model.name for o in outcomes))
+    lines = [
+        f"The paper's comparison reproduced offline (`stateflow bench paper`, {date}); success % "
+        f"(mean prompt tokens per task); every method, the ablations and plots: [{results_link}]({results_link}).",
+        "",
+        "| benchmark | method | " + " | ".join(models) + " |",
+        "|---|---|" + "---|" * len(models),
+    ]
+    for bench in _benchmarks(outcomes):
+        pairs = {o.model.name: o for o in _pairs(outcomes, bench)}
+        cells = {name: method_cells(o) for name, o in pairs.items()}
+        order = {m: i for i, m in enumerate(bench.all_methods)}
+        for m in bench.headline_methods:
+            row = [bench.name, f"`{m}`"]
+            for name in models:
+                o, c = pairs.get(name), cells.get(name, {}).get(m)
+                if o is None:
+                    row.append("")
+                elif o.status in ("crashed", "not run"):
+                    row.append(_pending(o))
+                elif c is None:
+                    row.append("not recorded")
+                else:
+                    row.append(_headline_cell(c))
+            lines.append("| " + " | ".join(row) + " |")
+        best = [f"best of {len(bench.all_methods)} methods"]
+        for name in models:
+            ranked = sorted(cells.get(name, {}).items(), key=lambda kv: (-kv[1].sr, order.get(kv[0], len(order))))
+            best.append(f"`{ranked[0][0]}` {_headline_cell(ranked[0][1])}" if ranked else "")
+        lines.append(f"| {bench.name} | " + " | ".join(best) + " |")
+    return "\n".join(lines)
+
+
+def _headline_cell(c: MethodCell) -> str:
+    done = "" if c.complete else f" [{c.n}/{c.total}, incomplete]"
+    return f"{c.sr:.1f} ({c.p_tokens:.0f}){done}"
+
+
+def _grid(n_rows: int, n_cols: int, size: tuple[float, float]) -> tuple[Any, Any, Any]:
+    """``(pyplot, figure, axes[row][col])`` (matplotlib is imported only when plots are drawn)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        n_rows, n_cols, figsize=(size[0] * n_cols, size[1] * n_rows), squeeze=False, layout="constrained"
+    )
+    return plt, fig, axes
+
+
+def _panel_title(o: PairOutcome) -> str:
+    title = f"{o.benchmark.name} x {o.model.name}"
+    if o.status == "complete":
+        return title
+    return f"{title} ({o.status})"
+
+
+def write_paper_plots(outcomes: Sequence[PairOutcome], out: Path) -> list[Path]:
+    """The comparison's PNGs in ``out``: success vs prompt tokens and tokens by state (one panel
+    per benchmark x model), and the ablations (one panel per benchmark that has them run)."""
+    out.mkdir(parents=True, exist_ok=True)
+    benches = _benchmarks(outcomes)
+    models = list(dict.fromkeys(o.model.name for o in outcomes))
+    at = {(o.benchmark.name, o.model.name): o for o in outcomes}
+    paths: list[Path] = []
+    for name, draw in (("success_vs_prompt_tokens.png", _draw_success), ("tokens_by_state.png", _draw_tokens)):
+        plt, fig, axes = _grid(len(benches), len(models), (6.0, 4.2))
+        for i, bench in enumerate(benches):
+            for j, model in enumerate(models):
+                o = at.get((bench.name, model))
+                if o is None or not o.records:
+                    axes[i][j].set_axis_off()
+                    axes[i][j].set_title(f"{bench.name} x {model}: {'no episodes' if o is None else _pending(o)}")
+                    continue
+                draw(axes[i][j], o)
+        fig.savefig(out / name, dpi=100)
+        plt.close(fig)
+        paths.append(out / name)
+    ablated = [b for b in benches if _ablation_table(b, _pairs(outcomes, b))]
+    if ablated:
+        plt, fig, axes = _grid(1, len(ablated), (7.0, 4.2))
+        for j, bench in enumerate(ablated):
+            _draw_ablations(axes[0][j], bench, _pairs(outcomes, bench))
+        fig.savefig(out / "ablations.png", dpi=100)
+        plt.close(fig)
+        paths.append(out / "ablations.png")
+    for stale in set(_PLOTS) - {p.name for p in paths}:  # a plot of an earlier run that no longer applies
+        (out / stale).unlink(missing_ok=True)
+    return paths
+
+
+def _draw_success(ax: Any, o: PairOutcome) -> None:
+    plot_success(ax, summarize(o.records, ("method",)), x="p_tokens", title=_panel_title(o))
+    ax.set_ylim(-3, 103)  # every panel on the same scale, so panels compare at a glance
+
+
+def _draw_tokens(ax: Any, o: PairOutcome) -> None:
+    plot_tokens_by_state(ax, tokens_by_state(o.records, ("method",)), title=_panel_title(o))
+
+
+def _draw_ablations(ax: Any, bench: PaperBenchmark, pairs: list[PairOutcome]) -> None:
+    variants = [("full flow", "")] + [
+        (f"no {p}", p) for p in bench.ablations if any(bench.ablation(b, p) in bench.all_methods for b in bench.ablated)
+    ]
+    groups = [(b, o) for b in bench.ablated if b in bench.all_methods for o in pairs if o.records]
+    width = 0.8 / len(variants)
+    for k, (label, part) in enumerate(variants):
+        xs, ys = [], []
+        for i, (base, o) in enumerate(groups):
+            c = method_cells(o).get(bench.ablation(base, part) if part else base)
+            if c is not None:
+                xs.append(i + (k - (len(variants) - 1) / 2) * width)
+                ys.append(c.sr)
+        ax.bar(xs, ys, width, label=label)
+    names = [f"{b}\n{o.model.name}{'' if o.status == 'complete' else ' (incomplete)'}" for b, o in groups]
+    ax.set_xticks(range(len(groups)), names, fontsize=8)
+    ax.set_ylim(0, 100)
+    ax.set_ylabel("success rate (%)")
+    ax.set_title(f"{bench.name}: ablations")
+    ax.legend(fontsize=7)
+
+
+@dataclass(frozen=True)
+class PaperDocs:
+    """Where the comparison's documents go.
+
+    Attributes:
+        results: the results document (its ``paper`` section is written).
+        images: the folder for the PNGs (linked from ``results`` by relative path).
+        readme: the README whose ``paper-headline`` section is written (``None``: left alone).
+    """
+
+    results: Path
+    images: Path
+    readme: Path | None
+
+
+def write_paper_docs(
+    outcomes: Sequence[PairOutcome], docs: PaperDocs, *, command: str, tasks: str, date: str
+) -> list[Path]:
+    """Write the plots, the results section and the README headline; returns the files written.
+
+    Raises:
+        MarkerError: a document's markers are broken; checked before anything is written, so
+            then nothing is.
+    """
+    check_section(docs.results, RESULTS_MARKERS)
+    if docs.readme is not None:
+        check_section(docs.readme, HEADLINE_MARKERS)
+    plots = write_paper_plots(outcomes, docs.images)
+    base = docs.results.resolve().parent
+    images = [(_PLOTS[p.name], Path(os.path.relpath(p.resolve(), base)).as_posix()) for p in plots]
+    write_section(
+        docs.results, RESULTS_MARKERS, results_section(outcomes, command=command, tasks=tasks, date=date, images=images)
+    )
+    written = [*plots, docs.results]
+    if docs.readme is not None:
+        link = Path(os.path.relpath(docs.results.resolve(), docs.readme.resolve().parent)).as_posix()
+        write_section(docs.readme, HEADLINE_MARKERS, headline_section(outcomes, date=date, results_link=link))
+        written.append(docs.readme)
+    return written

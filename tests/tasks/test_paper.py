@@ -1,0 +1,202 @@
+"""The paper comparison: its method table, crash isolation between pairs, and honest rendering.
+
+The runs here use the real runner, flows and AutoGen with scripted models on the in-memory
+environment (tests/tasks/fakes.py); the real MariaDB and sandbox run in
+tests/cli/test_bench_paper_cli.py.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from stateflow.tasks.doc_sections import check_section
+from stateflow.tasks.episode_record import EpisodeRecord
+from stateflow.tasks.paper import (
+    PAPER_BENCHMARKS,
+    PAPER_MODELS,
+    PairOutcome,
+    PaperModel,
+    PaperRun,
+    pair_dir,
+    paper_benchmarks,
+    run_paper,
+)
+from stateflow.tasks.paper_report import (
+    HEADLINE_MARKERS,
+    RESULTS_MARKERS,
+    PaperDocs,
+    headline_section,
+    results_section,
+    write_paper_docs,
+)
+from stateflow.tasks.registry import default_registry
+
+from stateflow import ModelAssignment, ModelProfile
+from stateflow.backends.scripted import ScriptedLLM
+from stateflow.errors import ConfigError
+from tests.tasks.fakes import FakeEnv
+
+SQL, BASH = PAPER_BENCHMARKS
+BASELINES = ["react", "react_refined", "plan_solve", "try_again"]
+
+
+def test_the_default_comparison_is_the_papers_and_every_method_exists_where_it_is_sent():
+    assert [b.name for b in PAPER_BENCHMARKS] == ["intercode-sql", "intercode-bash"]
+    assert PAPER_MODELS == ("local", "local-small")
+    ablations = [f"{v}_no_{p}" for v in ("stateflow", "sf_agent") for p in ("observe", "verify", "error")]
+    assert list(SQL.all_methods) == ["stateflow", "sf_agent", *BASELINES, *ablations]
+    assert list(BASH.all_methods) == ["stateflow", "sf_agent", *BASELINES]
+    for b in PAPER_BENCHMARKS:
+        assert set(b.all_methods) <= set(default_registry().get(b.name).methods), b.name
+    assert (SQL.dataset, BASH.dataset) == ("spider", "nl2bash")
+
+
+def test_a_best_flow_named_in_the_constant_is_run_and_headlined():
+    best = replace(SQL, best_flows=("stateflow_schema",))
+    assert best.all_methods[-1] == "stateflow_schema" and len(best.all_methods) == len(SQL.all_methods) + 1
+    assert best.headline_methods == ("react", "stateflow", "sf_agent", "stateflow_schema")
+
+
+def test_methods_option_sends_each_method_only_where_it_exists():
+    chosen, notes = paper_benchmarks(["intercode-sql", "intercode-bash"], ["react", "stateflow_no_verify"])
+    assert [b.all_methods for b in chosen] == [("react", "stateflow_no_verify"), ("react",)]
+    assert notes == ["intercode-bash: stateflow_no_verify not a method here, skipped"]
+    chosen, notes = paper_benchmarks(["intercode-sql", "intercode-bash"], ["stateflow_no_error"])
+    assert [b.name for b in chosen] == ["intercode-sql"] and "intercode-bash: none of --methods" in notes[-1]
+    with pytest.raises(ConfigError, match=r"--methods: nosuch is a method of no selected benchmark; valid: .*react"):
+        paper_benchmarks(["intercode-bash"], ["react", "nosuch"])
+    with pytest.raises(ConfigError, match="--benchmarks: unknown pdoctr; the comparison has intercode-sql"):
+        paper_benchmarks(["pdoctr"])
+    with pytest.raises(ConfigError, match="--dataset names intercode-sql, which is not in --benchmarks"):
+        paper_benchmarks(["intercode-bash"], None, {"intercode-sql": "demo"})
+    chosen, _ = paper_benchmarks(["intercode-bash"], None, {"intercode-bash": "demo"})
+    assert chosen[0].dataset == "demo" and chosen[0].all_methods == BASH.all_methods
+
+
+def _model(name: str) -> PaperModel:
+    prof = ModelProfile(name=name, model=name, provider="scripted", api_key_env=None)
+    script = ScriptedLLM(["Thought: done.\nAction: submit"], cycle=True)
+    return PaperModel(name, ModelAssignment.of(prof), f"default={name}", scripts={name: script})
+
+
+def test_a_crashed_pair_is_reported_and_the_other_pairs_run_and_resume(tmp_path):
+    benches, _ = paper_benchmarks(
+        ["intercode-sql", "intercode-bash"], ["react"], dict.fromkeys(("intercode-sql", "intercode-bash"), "demo")
+    )
+    run = PaperRun(benches, (_model("m-a"), _model("m-b")), tmp_path / "runs", tasks="0:3")
+
+    def envs(spec):
+        if spec.bench.name == "intercode-sql":
+            raise RuntimeError("MariaDB would not start")
+        return FakeEnv(n=3)
+
+    buf = io.StringIO()
+    outcomes, interrupted = run_paper(run, console=Console(file=buf, width=300), progress=False, env_factory=envs)
+    assert not interrupted
+    assert [(o.benchmark.name, o.model.name, o.status) for o in outcomes] == [
+        ("intercode-sql", "m-a", "crashed"),
+        ("intercode-sql", "m-b", "crashed"),
+        ("intercode-bash", "m-a", "complete"),
+        ("intercode-bash", "m-b", "complete"),
+    ]
+    assert outcomes[0].error == "RuntimeError: MariaDB would not start" and outcomes[0].records == []
+    bash = outcomes[2]
+    assert (bash.tasks_total, bash.ran, bash.skipped, bash.done("react")) == (3, 3, 0, 3)
+    assert bash.out == tmp_path / "runs" / "intercode-bash" / "m-a" and (bash.out / "results.jsonl").exists()
+    log = buf.getvalue()
+    assert "[1/4] intercode-sql x m-a: crashed after" in log and "MariaDB would not start" in log
+    assert "[3/4] intercode-bash x m-a: complete, 3/3 episodes recorded (3 run now, 0 resumed)" in log
+
+    again, _ = run_paper(run, console=Console(file=io.StringIO()), progress=False, env_factory=envs)
+    assert [(o.ran, o.skipped) for o in again[2:]] == [(0, 3), (0, 3)]
+
+    docs = PaperDocs(tmp_path / "docs" / "results.md", tmp_path / "docs" / "img" / "paper", tmp_path / "README.md")
+    written = write_paper_docs(again, docs, command="stateflow bench paper", tasks="0:3", date="2026-11-24")
+    assert {p.name for p in written} == {
+        "success_vs_prompt_tokens.png",
+        "tokens_by_state.png",
+        "results.md",
+        "README.md",
+    }
+    text = docs.results.read_text()
+    assert "**not final**: 2 of 4 (benchmark, model) pair(s) are not complete" in text
+    assert (
+        "| `react` | crashed |" in text
+        and "intercode-sql x m-a crashed: `RuntimeError: MariaDB would not start`" in text
+    )
+    assert "| `react` | 100.0 | 3 |" in text
+    assert "| intercode-sql | `react` | crashed | crashed |" in docs.readme.read_text()
+
+
+def _record(method: str, task: int, success: bool) -> EpisodeRecord:
+    return EpisodeRecord(
+        benchmark="intercode-sql",
+        method=method,
+        models="default=x",
+        task=task,
+        status="ok" if task != 1 else "timeout",
+        success=success,
+        reward_raw=1.0 if success else 0.0,
+        turns=2,
+        failed_actions=0,
+        prompt_tokens=100 * (task + 1),
+        completion_tokens=10,
+        wall_s=2.0 + task,
+    )
+
+
+def test_an_incomplete_pair_shows_done_over_total_never_a_final_number(tmp_path):
+    bench = replace(SQL, only=("stateflow", "stateflow_no_verify", "sf_agent"))
+    model = PaperModel("x", ModelAssignment.of("local"), "default=x")
+    records = [_record("stateflow", 0, True), _record("stateflow", 1, False), _record("stateflow_no_verify", 0, False)]
+    records += [_record("stateflow_no_verify", t, False) for t in (1, 2)]
+    outcome = PairOutcome(bench, model, tmp_path, "incomplete", records, tasks_total=3)
+    later = PairOutcome(bench, replace(model, name="y"), tmp_path, "not run")  # after a Ctrl-C
+    section = results_section([outcome, later], command="c", tasks="dev", date="2026-11-24", images=[])
+    assert (
+        "**not final**: 2 of 2 (benchmark, model) pair(s) are not complete (intercode-sql x x: incomplete, "
+        "intercode-sql x y: not run)" in section
+    )
+    assert "the fixed `dev` sample of spider: 100 tasks stratified by hardness" in section
+    # stateflow: 2 of 3 done, 1 of 2 solved, mean 150 prompt tokens, 2.5 s/task, 1 timeout
+    assert "| `stateflow` | 50.0 | 2/3 (incomplete) | 150 | 10 | 2.5 | 1 | not run |" in section
+    assert "| `stateflow_no_verify` | 0.0 | 3 | 200 | 10 | 3.0 | 1 |" in section
+    assert "| `sf_agent` |  | 0/3 (incomplete) |  |  |  |  |" in section
+    assert "| `stateflow` | x | 50.0 [2/3, incomplete] | 0.0 (-50.0) |" in section
+    assert "| `stateflow` | y | not run |" in section
+    assert "| `sf_agent` | x | not recorded | not recorded |" in section
+    headline = headline_section([outcome], date="2026-11-24", results_link="docs/results.md")
+    assert "| intercode-sql | `stateflow` | 50.0 (150) [2/3, incomplete] |" in headline
+    assert "| intercode-sql | `react` |" not in headline  # not run: not headlined
+    assert headline.endswith("| intercode-sql | best of 3 methods | `stateflow` 50.0 (150) [2/3, incomplete] |")
+
+
+def test_pair_dirs_are_safe_for_any_model_name():
+    assert pair_dir(Path("runs"), "intercode-sql", "openai:gpt-4o-mini") == Path(
+        "runs/intercode-sql/openai_gpt-4o-mini"
+    )
+    assert pair_dir(Path("r"), "b", "../x") == Path("r/b/.._x")
+
+
+def test_the_repositorys_readme_holds_the_headline_markers_once():
+    """The real command writes the README's headline in place, never appended at its end."""
+    root = Path(__file__).resolve().parent.parent.parent
+    readme = (root / "README.md").read_text().splitlines()
+    assert [x for x in readme if x.strip() in (HEADLINE_MARKERS.begin, HEADLINE_MARKERS.end)] == [
+        HEADLINE_MARKERS.begin,
+        HEADLINE_MARKERS.end,
+    ]
+    check_section(root / "README.md", HEADLINE_MARKERS)
+    check_section(root / "docs" / "results.md", RESULTS_MARKERS)
+
+
+def test_a_fixed_sample_of_a_dataset_without_one_is_refused_before_anything_runs(tmp_path):
+    benches, _ = paper_benchmarks(["intercode-bash"], ["react"], {"intercode-bash": "demo"})
+    run = PaperRun(benches, (_model("m-a"),), tmp_path / "runs", tasks="dev")
+    with pytest.raises(ConfigError, match="--tasks dev: intercode-bash's dataset demo has no fixed samples"):
+        run_paper(run, console=Console(file=io.StringIO()), progress=False, env_factory=lambda spec: FakeEnv(n=3))
+    assert not (tmp_path / "runs").exists()
