@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stateflow.backends.local.catalog import model_spec
+from stateflow.backends.local.errors import ServerStartError
 from stateflow.backends.local.server import ManagedServer, ServerConfig
 from stateflow.backends.local.store import ModelLocation, ModelStore
 from stateflow.errors import ConfigError
@@ -192,22 +193,6 @@ def resolve_endpoint(profile: ModelProfile, pool: LocalServerPool | None = None)
     return (pool or default_pool()).endpoint(profile.local_model, alias=profile.model, n_threads=profile.n_threads)
 
 
-def start_servers(profiles: Iterable[ModelProfile], pool: LocalServerPool | None = None) -> dict[str, str]:
-    """Start the managed server of every ``local`` profile in ``profiles`` now; others are skipped.
-
-    A runner calls this before its first episode, so that loading the model is not counted in
-    (and does not delay) that episode; servers already running are left as they are.
-
-    Returns:
-        ``{profile name: base URL}`` for the local profiles.
-
-    Raises:
-        ConfigError, ModelNotFoundError, ModelIntegrityError, RuntimeMissingError,
-        ServerStartError: as :func:`resolve_endpoint`.
-    """
-    return {p.name: resolve_endpoint(p, pool) for p in profiles if p.provider == "local" and p.local_model}
-
-
 def check_server(profile: ModelProfile, pool: LocalServerPool | None = None) -> None:
     """Turn a failed request into a clear error: raise if the profile's server has crashed.
 
@@ -220,3 +205,53 @@ def check_server(profile: ModelProfile, pool: LocalServerPool | None = None) -> 
     if profile.provider != "local" or not profile.local_model:
         return
     (pool or default_pool()).check(profile.local_model)
+
+
+def start_servers(
+    profiles: Iterable[ModelProfile], pool: LocalServerPool | None = None, *, warm: bool = True
+) -> dict[str, str]:
+    """Make the managed server of every ``local`` profile in ``profiles`` ready now; others are skipped.
+
+    A runner calls this before its first episode, so that no episode pays for (or is delayed
+    by) starting a server and loading its model. Servers already running are left as they are.
+
+    Args:
+        profiles: the profiles a run will use.
+        pool: the pool to use (default: :func:`default_pool`).
+        warm: also send each server one 1-token request through the OpenAI client: the model's
+            first inference (buffers allocated, weights paged in) and the client's lazy imports
+            (~0.6 s) then happen here too.
+
+    Returns:
+        ``{profile name: base URL}`` for the local profiles.
+
+    Raises:
+        ConfigError, ModelNotFoundError, ModelIntegrityError, RuntimeMissingError,
+        ServerStartError: as :func:`resolve_endpoint`; ServerStartError also when the warm-up
+        request fails (the message names the profile and the error).
+    """
+    urls: dict[str, str] = {}
+    for p in profiles:
+        if p.provider != "local" or not p.local_model or p.name in urls:
+            continue
+        urls[p.name] = url = resolve_endpoint(p, pool)
+        if warm:
+            _first_request(p, url)
+    return urls
+
+
+def _first_request(profile: ModelProfile, url: str) -> None:
+    from openai import OpenAI, OpenAIError
+
+    client = OpenAI(base_url=url, api_key="not-needed", max_retries=0, timeout=profile.timeout)
+    try:
+        client.chat.completions.create(
+            model=profile.model, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1, temperature=0.0
+        )
+    except OpenAIError as err:
+        raise ServerStartError(
+            f"the embedded model of profile {profile.name!r} started at {url} but its first request failed: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+    finally:
+        client.close()
