@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import pytest
@@ -93,3 +94,21 @@ def test_a_second_thread_count_for_one_model_is_refused(tmp_path):
     pool.server(str(gguf), n_threads=2)
     with pytest.raises(ConfigError, match=r"already served with n_threads=2; a profile asks for n_threads=1"):
         pool.server(str(gguf), n_threads=1)
+
+
+def test_server_connections_send_without_nagle_delay(tmp_path):
+    # Regression (issue 15): uvicorn writes a response's headers and body separately; with Nagle
+    # on, every response on a kept-alive connection waited ~40 ms for the client's delayed ACK.
+    # The child serves on the socket the parent binds; connections it accepts must inherit NODELAY.
+    server = ManagedServer(ServerConfig(model_path=tmp_path / "x.gguf", alias="a"), log_dir=tmp_path)
+    listener = server._bind()
+    try:
+        client = socket.create_connection(listener.getsockname()[:2])
+        accepted, _ = listener.accept()
+        try:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        finally:
+            accepted.close()
+            client.close()
+    finally:
+        listener.close()
