@@ -215,6 +215,7 @@ class EpisodeNumbers:
     env_s: float
     minimal: list[Replayed]
     no_grammar: list[Replayed] = field(default_factory=list)
+    stock_grammar: list[Replayed] = field(default_factory=list)
     lookup: list[Replayed] = field(default_factory=list)
     lookup_no_grammar: list[Replayed] = field(default_factory=list)
 
@@ -299,6 +300,7 @@ def summarize(episodes: list[EpisodeNumbers], server_start_s: float) -> dict[str
             "framework (grammar)": framework_gen,
             "minimal (grammar)": rate(minimal),
             "minimal (no grammar)": rate([r for e in episodes for r in e.no_grammar]),
+            "minimal (grammar in llama.cpp's chain, before)": rate([r for e in episodes for r in e.stock_grammar]),
             "prompt lookup (grammar)": rate([r for e in episodes for r in e.lookup]),
             "prompt lookup (no grammar)": rate([r for e in episodes for r in e.lookup_no_grammar]),
         },
@@ -306,12 +308,19 @@ def summarize(episodes: list[EpisodeNumbers], server_start_s: float) -> dict[str
             "grammar": 1000
             * sum(r.timings.get("sample_s", 0.0) for r in minimal)
             / max(1, sum(r.completion_tokens for r in minimal)),
+            "grammar in llama.cpp's chain (before)": 1000
+            * sum(r.timings.get("sample_s", 0.0) for e in episodes for r in e.stock_grammar)
+            / max(1, sum(r.completion_tokens for e in episodes for r in e.stock_grammar)),
             "no grammar": 1000
             * sum(r.timings.get("sample_s", 0.0) for e in episodes for r in e.no_grammar)
             / max(1, sum(r.completion_tokens for e in episodes for r in e.no_grammar)),
         },
         "lookup_identical_replies": sum(
             a.text == b.text for e in episodes for a, b in zip(e.minimal, e.lookup, strict=False)
+        ),
+        "lookup_calls": sum(len(e.lookup) for e in episodes),
+        "stock_identical_replies": sum(
+            a.text == b.text for e in episodes for a, b in zip(e.minimal, e.stock_grammar, strict=True)
         ),
         "breakdown_s": breakdown,
     }
@@ -337,11 +346,12 @@ def print_summary(s: dict[str, Any]) -> None:
     )
     print("decode tok/s (completion tokens / generation time):")
     for k, v in s["decode_tok_s"].items():
-        print(f"  {k:28} {v:6.2f}")
-    sm = s["sample_ms_per_token"]
-    print(f"sampling per token: {sm['grammar']:.2f} ms with grammar, {sm['no grammar']:.2f} ms without")
-    if s["decode_tok_s"]["prompt lookup (grammar)"] == s["decode_tok_s"]["prompt lookup (grammar)"]:
-        print(f"prompt lookup: identical replies {s['lookup_identical_replies']}/{s['calls']}")
+        print(f"  {k:48} {v:6.2f}")
+    print("sampling ms per token: " + ", ".join(f"{k} {v:.2f}" for k, v in s["sample_ms_per_token"].items()))
+    print(
+        f"identical replies: grammar checked after sampling vs in the chain {s['stock_identical_replies']}/"
+        f"{s['calls']}; prompt lookup vs plain {s['lookup_identical_replies']}/{s['lookup_calls']}"
+    )
     print("where the framework's episode time goes:")
     total = s["framework_episode_s"]
     for k, v in s["breakdown_s"].items():
@@ -357,7 +367,9 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=4, help="first N tasks of the Spider dev sample")
     parser.add_argument("--quick", action="store_true", help="one task")
     parser.add_argument("--json", help="also write the numbers to this file")
-    parser.add_argument("--no-prompt-lookup", action="store_true", help="skip the prompt-lookup measurement")
+    parser.add_argument(
+        "--lookup-episodes", type=int, default=1, help="episodes replayed with prompt-lookup decoding (0: none)"
+    )
     args = parser.parse_args()
     n_tasks = 1 if args.quick else args.tasks
     missing = runtime_available()
@@ -405,7 +417,7 @@ def main() -> int:
     settings = ServerConfig(model_path=path, alias=profile.model, cache_bytes=0).child_config(0)
     t0 = time.perf_counter()
     minimal = load_model(settings)
-    lookup = None if args.no_prompt_lookup else load_model({**settings, "prompt_lookup": 10})
+    lookup = load_model({**settings, "prompt_lookup": 10}) if args.lookup_episodes > 0 else None
     print(f"server start {server_start_s:.2f} s; in-process model load(s) {time.perf_counter() - t0:.2f} s")
 
     episodes: list[EpisodeNumbers] = []
@@ -414,7 +426,10 @@ def main() -> int:
             e = run_framework_episode(env, index, spec, http)
             e.minimal = [replay(minimal, c.body) for c in e.calls]
             e.no_grammar = [replay(minimal, c.body, grammar=False) for c in e.calls]
-            if lookup is not None:
+            minimal.check_grammar_after_sampling = False
+            e.stock_grammar = [replay(minimal, c.body) for c in e.calls]
+            minimal.check_grammar_after_sampling = True
+            if lookup is not None and len(episodes) < args.lookup_episodes:
                 e.lookup = [replay(lookup, c.body) for c in e.calls]
                 e.lookup_no_grammar = [replay(lookup, c.body, grammar=False) for c in e.calls]
             episodes.append(e)

@@ -87,10 +87,16 @@ class AccountingLlama(llama_cpp.Llama):
             self._sf_add("decode_eval_s", time.perf_counter() - started)
             self._sf_add("decode_evals", 1)
 
+    #: check a grammar after sampling (see :meth:`_sample_then_check`); False puts it in the
+    #: sampler chain as the library does (scripts/bench_agent.py compares both)
+    check_grammar_after_sampling = True
+
     def _init_sampler(self, *args: Any, grammar: Any = None, **kwargs: Any) -> Any:
+        self._sf_grammar = None
+        if not self.check_grammar_after_sampling:
+            return super()._init_sampler(*args, grammar=grammar, **kwargs)
         # The grammar is kept out of the chain and checked after it (see _sample_then_check).
         chain = super()._init_sampler(*args, grammar=None, **kwargs)
-        self._sf_grammar = None
         if grammar is not None:
             self._sf_grammar = llama_cpp._internals.LlamaSampler()
             self._sf_grammar.add_grammar(self._model, grammar)
