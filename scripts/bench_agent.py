@@ -4,7 +4,7 @@
 Usage::
 
     taskset -c 0 .venv/bin/python scripts/bench_agent.py [--model local|local-small] [--tasks N]
-        [--quick] [--json FILE] [--no-prompt-lookup]
+        [--quick] [--json FILE] [--no-minimal-cache] [--lookup-episodes N]
 
 What it runs: the demo's flow (method ``sf_agent_schema`` of ``intercode-sql``, the response
 grammar on, as ``stateflow run`` does for the embedded model) on the first N tasks of the fixed
@@ -16,8 +16,9 @@ Spider ``dev`` sample (:mod:`stateflow.tasks.samples`; default 4, ``--quick`` 1)
     first episode. Every HTTP request is recorded (body, round-trip time, the server's own
     ``timings`` of the request) and every environment step is timed.
 (b) **minimal**: right after each framework episode, the same model loaded in this process with
-    the server's settings (:func:`server_app.load_model`, no prompt-state cache: a naive loop keeps
-    only the live KV prefix) replays every recorded request: the exact messages, and the request
+    the server's settings (:func:`server_app.load_model`, with the server's prompt-state cache so
+    both evaluate the same tokens; ``--no-minimal-cache``: a naive loop keeping only the live KV
+    prefix) replays every recorded request: the exact messages, and the request
     parsed by the server's own request type, so sampling (temperature, repeat penalty, top-k...),
     max_tokens, stop, seed and grammar are identical. A minimal episode costs the sum of its calls
     plus the same environment steps.
@@ -322,6 +323,12 @@ def summarize(episodes: list[EpisodeNumbers], server_start_s: float) -> dict[str
         "stock_identical_replies": sum(
             a.text == b.text for e in episodes for a, b in zip(e.minimal, e.stock_grammar, strict=True)
         ),
+        "stock_differing_replies": [
+            {"task": e.task, "call": i, "checked_after": a.text, "in_chain": b.text}
+            for e in episodes
+            for i, (a, b) in enumerate(zip(e.minimal, e.stock_grammar, strict=True))
+            if a.text != b.text
+        ],
         "breakdown_s": breakdown,
     }
     return out
@@ -367,6 +374,13 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=4, help="first N tasks of the Spider dev sample")
     parser.add_argument("--quick", action="store_true", help="one task")
     parser.add_argument("--json", help="also write the numbers to this file")
+    parser.add_argument(
+        "--minimal-cache",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="give the minimal loop the server's prompt-state cache (same evaluated tokens: the ratio is the "
+        "framework's overhead); without it, a naive loop keeping only the live KV prefix",
+    )
     parser.add_argument(
         "--lookup-episodes", type=int, default=1, help="episodes replayed with prompt-lookup decoding (0: none)"
     )
@@ -414,9 +428,10 @@ def main() -> int:
         http=http,
     )
     path = ModelStore().locate(CATALOG[args.model], allow_network=False).path
-    settings = ServerConfig(model_path=path, alias=profile.model, cache_bytes=0).child_config(0)
+    server_settings = ServerConfig(model_path=path, alias=profile.model).child_config(0)
+    settings = {**server_settings, "cache_bytes": 0}
     t0 = time.perf_counter()
-    minimal = load_model(settings)
+    minimal = load_model(server_settings if args.minimal_cache else settings)
     lookup = load_model({**settings, "prompt_lookup": 10}) if args.lookup_episodes > 0 else None
     print(f"server start {server_start_s:.2f} s; in-process model load(s) {time.perf_counter() - t0:.2f} s")
 
@@ -452,6 +467,7 @@ def main() -> int:
     summary["model"] = args.model
     summary["tasks"] = list(indices)
     summary["threads"] = cpu_cores()
+    summary["minimal_cache"] = args.minimal_cache
     print_summary(summary)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
