@@ -4,7 +4,7 @@
 Usage::
 
     taskset -c 0 .venv/bin/python scripts/bench_agent.py [--model local|local-small] [--tasks N]
-        [--quick] [--json FILE] [--no-minimal-cache] [--lookup-episodes N]
+        [--quick] [--json FILE] [--no-grammar] [--no-minimal-cache] [--lookup-episodes N]
 
 What it runs: the demo's flow (method ``sf_agent_schema`` of ``intercode-sql``, the response
 grammar on, as ``stateflow run`` does for the embedded model) on the first N tasks of the fixed
@@ -298,7 +298,7 @@ def summarize(episodes: list[EpisodeNumbers], server_start_s: float) -> dict[str
         },
         "completion_tokens": sum(c.completion_tokens for c in calls),
         "decode_tok_s": {
-            "framework (grammar)": framework_gen,
+            "framework (as the flow ran)": framework_gen,
             "minimal (grammar)": rate(minimal),
             "minimal (no grammar)": rate([r for e in episodes for r in e.no_grammar]),
             "minimal (grammar in llama.cpp's chain, before)": rate([r for e in episodes for r in e.stock_grammar]),
@@ -375,6 +375,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="one task")
     parser.add_argument("--json", help="also write the numbers to this file")
     parser.add_argument(
+        "--grammar",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the flow with its response grammar (what `stateflow run` picks for the embedded model)",
+    )
+    parser.add_argument(
         "--minimal-cache",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -407,7 +413,7 @@ def main() -> int:
     indices = sample.indices[:n_tasks]
     print(
         f"model {args.model} ({CATALOG[args.model].display_name}), {cpu_cores()} thread(s); "
-        f"{METHOD} on Spider dev-sample tasks {list(indices)}"
+        f"{METHOD} (grammar {'on' if args.grammar else 'off'}) on Spider dev-sample tasks {list(indices)}"
     )
 
     # The runner's way: the executor starts the model servers before the first episode.
@@ -424,7 +430,7 @@ def main() -> int:
         models_label=args.model,
         max_turns=run_spec.max_turns,
         timeout_s=run_spec.task_timeout_s,
-        grammar=True,  # what `stateflow run` picks for the embedded model
+        grammar=args.grammar,  # on: what `stateflow run` picks for the embedded model
         http=http,
     )
     path = ModelStore().locate(CATALOG[args.model], allow_network=False).path
@@ -468,6 +474,7 @@ def main() -> int:
     summary["tasks"] = list(indices)
     summary["threads"] = cpu_cores()
     summary["minimal_cache"] = args.minimal_cache
+    summary["grammar"] = args.grammar
     print_summary(summary)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
