@@ -79,6 +79,7 @@ class _ProfileSchema(BaseModel):
     max_retries: int = Field(ge=0, le=100)
     local_model: str | None
     function_calling: bool | None
+    n_threads: int | None = Field(ge=1, le=1024)
 
     @field_validator("base_url")
     @classmethod
@@ -138,6 +139,11 @@ class ModelProfile:
         function_calling: whether the server takes OpenAI ``tools``; ``None`` means the
             provider's default (OpenAI and Ollama yes, others no). Without it, tool-using LLM
             calls fall back to the Thought/Action text protocol.
+        n_threads: for ``provider="local"``: CPU threads of the embedded server (prompt
+            evaluation and decoding); ``None`` means every core this process may run on. Lower
+            it when other programs need cores: two servers with 2 threads each on 2 cores made
+            calls 5-10x slower. One server serves a model per process, so every profile of
+            that model must ask for the same count.
     """
 
     name: str
@@ -155,6 +161,7 @@ class ModelProfile:
     local_model: str | None = None
     api_key_value: str | None = field(default=None, repr=False)
     function_calling: bool | None = None
+    n_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.provider not in _PROVIDERS:
@@ -167,6 +174,11 @@ class ModelProfile:
             raise ConfigError(_validation_message(self.name, err)) from None
         if self.provider == "local" and not self.local_model:
             raise ConfigError(f"profile {self.name!r}: provider 'local' needs local_model")
+        if self.n_threads is not None and self.provider != "local":
+            raise ConfigError(
+                f"profile {self.name!r}: n_threads = {self.n_threads} applies to the embedded model only "
+                f"(provider 'local'), not to provider {self.provider!r}; remove it"
+            )
 
     @property
     def native_tools(self) -> bool:

@@ -8,9 +8,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from stateflow.envs.base import Environment
+
+if TYPE_CHECKING:
+    from stateflow.profiles import ModelAssignment
 
 __all__ = ["EpisodeExecutor", "ThreadExecutor"]
 
@@ -24,6 +27,11 @@ class EpisodeExecutor(Protocol):
     ``interrupted`` tells afterwards whether that happened."""
 
     interrupted: bool
+
+    def start_models(self, models: ModelAssignment) -> None:
+        """Start the embedded model servers the episodes will call, before any episode runs, so
+        that loading a model is neither counted in nor delaying the first episode."""
+        ...
 
     def run(
         self,
@@ -56,6 +64,12 @@ class ThreadExecutor:
         self._stopping = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="episode")
         self.interrupted = False
+
+    def start_models(self, models: ModelAssignment) -> None:
+        """Start, in this process, the server of every ``local`` profile ``models`` assigns."""
+        from stateflow.backends.local import start_servers
+
+        start_servers(models.profiles[name] for name in dict.fromkeys(models.by_state.values()))
 
     def _env(self) -> Environment:
         env = getattr(self._local, "env", None)

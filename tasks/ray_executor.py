@@ -177,6 +177,9 @@ class EpisodeWorker:
         pool = default_pool()
         for m in models:
             pool.attach(m.key, _NodeServerHandle(server, m))
+            # Start the node's server now, before this actor's first episode (the first actor
+            # on a node pays the model load here, not inside an episode).
+            pool.endpoint(m.key, m.alias)
 
     def bind(self, work: Callable[[Environment, Any], dict[str, Any]]) -> None:
         self._work = work
@@ -320,6 +323,11 @@ class RayExecutor:
         return dict(self._servers)
 
     # -- the run --------------------------------------------------------------------------------
+
+    def start_models(self, models: Any) -> None:
+        """Nothing to do in the driver: each node's model server is started when the first
+        episode actor on that node attaches to it (:meth:`EpisodeWorker.attach_models`), before
+        that actor's first episode. ``models`` were given at construction."""
 
     def run(
         self,

@@ -442,6 +442,14 @@ def _run(
     new_records: list[EpisodeRecord] = []
     interrupted = False
     executor = executor_factory(spec.workers, lambda: env_factory(spec))
+    if jobs and not spec.oracle:
+        # Loading a model takes seconds: do it before the first episode, not inside it.
+        try:
+            executor.start_models(spec.models)
+        except BaseException:
+            executor.close()
+            http.close()
+            raise
     bar = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),

@@ -107,6 +107,9 @@ def serve(
     profile: Annotated[str, typer.Argument(help="local profile to serve")] = "local",
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0 = a free one)")] = 8080,
     n_ctx: Annotated[int, typer.Option("--n-ctx", help="context window in tokens")] = 8192,
+    n_threads: Annotated[
+        int | None, typer.Option("--n-threads", min=1, help="CPU threads (default: the profile's, else every core)")
+    ] = None,
 ) -> None:
     """Run the managed server in the foreground (Ctrl-C stops it) for other OpenAI-compatible tools."""
     from stateflow.backends.local import LocalServerPool
@@ -116,7 +119,7 @@ def serve(
     console = Console()
     try:
         started = time.perf_counter()
-        url = pool.endpoint(p.local_model or profile, alias=p.model)
+        url = pool.endpoint(p.local_model or profile, alias=p.model, n_threads=n_threads or p.n_threads)
         server = pool.server(p.local_model or profile)
         console.print(
             f"serving [bold]{escape(p.model)}[/] ({escape(profile)}) at [bold]{escape(url)}[/] "
@@ -149,7 +152,7 @@ def chat(
     console = Console()
     try:
         t0 = time.perf_counter()
-        url = pool.endpoint(p.local_model or profile, alias=p.model)
+        url = pool.endpoint(p.local_model or profile, alias=p.model, n_threads=p.n_threads)
         t1 = time.perf_counter()
         client = OpenAI(base_url=url, api_key="not-needed")
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": message}]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stateflow import ConfigError, ModelAssignment, ModelProfile, load_config, parse_model_options
+from stateflow.profiles import BUILTIN_PROFILES
 
 
 def test_cli_options_parse_into_an_assignment():
@@ -42,6 +43,7 @@ extra_body = { top_k = 20 }
 
 [profiles.local]
 temperature = 0.3
+n_threads = 1
 
 [models]
 default = "my-vllm"
@@ -59,6 +61,7 @@ Solve = "local"
     assert p.cost(1000, 1000) == pytest.approx(0.3)
     local = a.profile_for("Solve")
     assert local.temperature == 0.3 and local.provider == "local"  # built-in overridden field by field
+    assert local.n_threads == 1 and BUILTIN_PROFILES["local"].n_threads is None
 
 
 @pytest.mark.parametrize(
@@ -69,6 +72,8 @@ Solve = "local"
         ("[profiles.x]\nmodel='m'\nprovider = 'anthropic'\n", "unknown provider 'anthropic'"),
         ("[models]\nSolve = 'missing'\n", "unknown profile 'missing'"),
         ("[modles]\n", "unknown top-level table"),
+        ("[profiles.local]\nn_threads = 0\n", r"\[profiles.local\].*n_threads = 0"),
+        ("[profiles.x]\nmodel = 'm'\nn_threads = 2\n", "n_threads = 2 applies to the embedded model only"),
         ("this is = not toml = ", "invalid TOML"),
     ],
 )

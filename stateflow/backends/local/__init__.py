@@ -4,6 +4,8 @@ Public API:
 
 * :func:`resolve_endpoint` ``(profile) -> "http://127.0.0.1:PORT/v1"``: a running server for a
   ``provider="local"`` profile, started lazily and shared process-wide (see :mod:`.pool`).
+* :func:`start_servers` ``(profiles)``: start the servers of the ``local`` profiles now (a runner
+  does this before its first episode, so no episode pays for loading a model).
 * :func:`regex_to_gbnf` ``(pattern) -> GBNF``: a regex (documented subset) as a llama.cpp grammar,
   sent as ``extra_body={"grammar": ...}``.
 * :func:`check_server` ``(profile)``: after a failed request, raises :class:`ServerCrashedError`
@@ -28,7 +30,13 @@ from stateflow.backends.local.errors import (
     ServerStartError,
 )
 from stateflow.backends.local.grammar import UnsupportedRegexError, regex_to_gbnf
-from stateflow.backends.local.pool import LocalServerPool, check_server, default_pool, resolve_endpoint
+from stateflow.backends.local.pool import (
+    LocalServerPool,
+    check_server,
+    default_pool,
+    resolve_endpoint,
+    start_servers,
+)
 from stateflow.backends.local.server import ManagedServer, ServerConfig, cpu_cores, runtime_available
 from stateflow.backends.local.store import ModelLocation, ModelStatus, ModelStore, cache_root
 
@@ -56,4 +64,5 @@ __all__ = [
     "regex_to_gbnf",
     "resolve_endpoint",
     "runtime_available",
+    "start_servers",
 ]

@@ -12,17 +12,19 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from stateflow.backends.local.catalog import model_spec
+from stateflow.backends.local.errors import ServerStartError
 from stateflow.backends.local.server import ManagedServer, ServerConfig
 from stateflow.backends.local.store import ModelLocation, ModelStore
 from stateflow.errors import ConfigError
 from stateflow.profiles import ModelProfile
 
-__all__ = ["LocalServerPool", "ServerHandle", "check_server", "default_pool", "resolve_endpoint"]
+__all__ = ["LocalServerPool", "ServerHandle", "check_server", "default_pool", "resolve_endpoint", "start_servers"]
 
 
 class ServerHandle(Protocol):
@@ -56,19 +58,30 @@ class LocalServerPool:
         self._locations: dict[str, ModelLocation] = {}
         self._atexit_registered = False
 
-    def server(self, local_model: str, alias: str | None = None) -> ManagedServer:
+    def server(self, local_model: str, alias: str | None = None, *, n_threads: int | None = None) -> ManagedServer:
         """The (not necessarily running) server for ``local_model``, created on first request.
 
         Args:
             local_model: a catalogue key (``local``, ``local-small``) or a path to any GGUF file.
             alias: the model name to serve under (default: the catalogue alias / the file stem).
+            n_threads: CPU threads of a server created now (default: the pool's option, else
+                every core); a server that exists already must run with this count.
 
         Raises:
-            ConfigError: unknown key. ModelNotFoundError / ModelIntegrityError: see ModelStore.locate.
+            ConfigError: unknown key, or ``n_threads`` differs from the count the model's server
+                was created with (one server per model: the message names both counts).
+            ModelNotFoundError / ModelIntegrityError: see ModelStore.locate.
         """
         with self._lock:
             existing = self._servers.get(local_model)
             if existing is not None:
+                running = getattr(existing, "config", None)
+                if n_threads is not None and running is not None and running.n_threads != n_threads:
+                    raise ConfigError(
+                        f"embedded model {local_model!r} is already served with n_threads={running.n_threads}; "
+                        f"a profile asks for n_threads={n_threads}. One server serves a model per process: "
+                        "give every profile of this model the same n_threads"
+                    )
                 return existing
             if local_model.endswith(".gguf") or "/" in local_model:
                 location = self.store.locate(None, local_model)
@@ -77,9 +90,10 @@ class LocalServerPool:
                 spec = model_spec(local_model)
                 location = self.store.locate(spec, allow_network=self.allow_network)
                 default_alias = spec.alias
-            config = replace(
-                ServerConfig(model_path=location.path, alias=alias or default_alias), **self.server_options
-            )
+            options = dict(self.server_options)
+            if n_threads is not None:
+                options["n_threads"] = n_threads
+            config = replace(ServerConfig(model_path=location.path, alias=alias or default_alias), **options)
             server = ManagedServer(config)
             self._servers[local_model] = server
             self._locations[local_model] = location
@@ -97,9 +111,9 @@ class LocalServerPool:
         with self._lock:
             self._servers[local_model] = server  # type: ignore[assignment]
 
-    def endpoint(self, local_model: str, alias: str | None = None) -> str:
+    def endpoint(self, local_model: str, alias: str | None = None, *, n_threads: int | None = None) -> str:
         """Base URL (with ``/v1``) of a running server for ``local_model``, starting it if needed."""
-        return self.server(local_model, alias).ensure_running()
+        return self.server(local_model, alias, n_threads=n_threads).ensure_running()
 
     def location(self, local_model: str) -> ModelLocation | None:
         """Where the model file of a server in this pool came from."""
@@ -176,7 +190,7 @@ def resolve_endpoint(profile: ModelProfile, pool: LocalServerPool | None = None)
             f"profile {profile.name!r} (provider {profile.provider!r}) is not served by the embedded "
             "local LLM; only provider 'local' profiles have a managed endpoint"
         )
-    return (pool or default_pool()).endpoint(profile.local_model, alias=profile.model)
+    return (pool or default_pool()).endpoint(profile.local_model, alias=profile.model, n_threads=profile.n_threads)
 
 
 def check_server(profile: ModelProfile, pool: LocalServerPool | None = None) -> None:
@@ -191,3 +205,53 @@ def check_server(profile: ModelProfile, pool: LocalServerPool | None = None) -> 
     if profile.provider != "local" or not profile.local_model:
         return
     (pool or default_pool()).check(profile.local_model)
+
+
+def start_servers(
+    profiles: Iterable[ModelProfile], pool: LocalServerPool | None = None, *, warm: bool = True
+) -> dict[str, str]:
+    """Make the managed server of every ``local`` profile in ``profiles`` ready now; others are skipped.
+
+    A runner calls this before its first episode, so that no episode pays for (or is delayed
+    by) starting a server and loading its model. Servers already running are left as they are.
+
+    Args:
+        profiles: the profiles a run will use.
+        pool: the pool to use (default: :func:`default_pool`).
+        warm: also send each server one 1-token request through the OpenAI client: the model's
+            first inference (buffers allocated, weights paged in) and the client's lazy imports
+            (~0.6 s) then happen here too.
+
+    Returns:
+        ``{profile name: base URL}`` for the local profiles.
+
+    Raises:
+        ConfigError, ModelNotFoundError, ModelIntegrityError, RuntimeMissingError,
+        ServerStartError: as :func:`resolve_endpoint`; ServerStartError also when the warm-up
+        request fails (the message names the profile and the error).
+    """
+    urls: dict[str, str] = {}
+    for p in profiles:
+        if p.provider != "local" or not p.local_model or p.name in urls:
+            continue
+        urls[p.name] = url = resolve_endpoint(p, pool)
+        if warm:
+            _first_request(p, url)
+    return urls
+
+
+def _first_request(profile: ModelProfile, url: str) -> None:
+    from openai import OpenAI, OpenAIError
+
+    client = OpenAI(base_url=url, api_key="not-needed", max_retries=0, timeout=profile.timeout)
+    try:
+        client.chat.completions.create(
+            model=profile.model, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1, temperature=0.0
+        )
+    except OpenAIError as err:
+        raise ServerStartError(
+            f"the embedded model of profile {profile.name!r} started at {url} but its first request failed: "
+            f"{type(err).__name__}: {err}"
+        ) from err
+    finally:
+        client.close()

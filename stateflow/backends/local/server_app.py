@@ -29,6 +29,7 @@ taken between choosing it and binding it.
 # No `from __future__ import annotations`: FastAPI must resolve the route signatures' types.
 
 import argparse
+import ctypes
 import json
 import os
 import signal
@@ -44,26 +45,127 @@ __all__ = ["AccountingLlama", "PrefixPruningRAMCache", "build_app", "load_model"
 try:
     # Only llama_cpp here: the web stack (~0.8 s of imports) is imported while the model loads.
     import llama_cpp
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 except ImportError as err:  # pragma: no cover - the parent checks before spawning
     raise SystemExit(f"llama-cpp-python is not installed: {err}") from err
 
 
 class AccountingLlama(llama_cpp.Llama):
-    """``llama_cpp.Llama`` that reports how many prompt tokens each completion really evaluated.
+    """``llama_cpp.Llama`` that reports how many prompt tokens each completion really evaluated,
+    and where its time went.
+
+    Every response carries ``timings`` (seconds unless named otherwise): ``total_s`` (the whole
+    request in the model, chat template included), ``prompt_eval_s`` (the prompt suffix the KV
+    cache did not cover), ``decode_eval_s`` and ``decode_evals`` (model evaluations while
+    generating; with prompt-lookup decoding one evaluation checks several drafted tokens),
+    ``sample_s`` (choosing tokens: the grammar's work is here), ``cache_load_s`` /
+    ``cache_save_s`` (prompt-state cache restore and store). The rest of ``total_s`` is
+    templating, tokenizing and detokenizing.
 
     Requests are served one at a time by the library's lock, so per-request fields are safe.
     """
 
+    def _sf_timings(self) -> dict[str, Any]:
+        if not hasattr(self, "_sf_request"):
+            self._sf_request: dict[str, Any] = {}
+        return self._sf_request
+
+    def _sf_add(self, key: str, seconds: float) -> None:
+        timings = self._sf_timings()
+        timings[key] = timings.get(key, 0.0) + seconds
+
     def eval(self, tokens: Any) -> None:
+        started = time.perf_counter()
         # The first eval of a request is the prompt suffix that the KV cache did not cover.
-        if getattr(self, "_sf_prompt_evaluated", 0) is None:
+        first = getattr(self, "_sf_prompt_evaluated", 0) is None
+        if first:
             self._sf_prompt_evaluated = len(tokens)
         super().eval(tokens)
+        if first:
+            self._sf_add("prompt_eval_s", time.perf_counter() - started)
+        else:
+            self._sf_add("decode_eval_s", time.perf_counter() - started)
+            self._sf_add("decode_evals", 1)
+
+    #: check a grammar after sampling (see :meth:`_sample_then_check`); False puts it in the
+    #: sampler chain as the library does (scripts/bench_agent.py compares both)
+    check_grammar_after_sampling = True
+
+    def _init_sampler(self, *args: Any, grammar: Any = None, **kwargs: Any) -> Any:
+        self._sf_grammar = None
+        if not self.check_grammar_after_sampling:
+            return super()._init_sampler(*args, grammar=grammar, **kwargs)
+        # The grammar is kept out of the chain and checked after it (see _sample_then_check).
+        chain = super()._init_sampler(*args, grammar=None, **kwargs)
+        if grammar is not None:
+            self._sf_grammar = llama_cpp._internals.LlamaSampler()
+            self._sf_grammar.add_grammar(self._model, grammar)
+        return chain
+
+    def sample(self, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        temporary = self._sampler is None
+        if temporary:  # called outside generate(): a sampler for this one token, as the library does
+            self._sampler = self._init_sampler(**{k: v for k, v in kwargs.items() if k != "idx"})
+        try:
+            if getattr(self, "_sf_grammar", None) is not None:
+                idx = kwargs.get("idx")
+                token = self._sample_then_check(idx - self.n_tokens if idx is not None else -1)
+            else:
+                token = super().sample(**kwargs)
+        finally:
+            if temporary:
+                self._sampler = None
+        self._sf_add("sample_s", time.perf_counter() - started)
+        return token
+
+    def _sample_then_check(self, ridx: int) -> int:
+        """Sample without the grammar, keep the token if the grammar accepts it, else sample again
+        with the grammar applied to the whole vocabulary (llama.cpp's common sampler does this).
+
+        Why: the grammar sampler tests every candidate token against the grammar, and Qwen's
+        vocabulary has 152k tokens: that cost ~40 ms per generated token here, more than the
+        decoding itself on a 0.5B model, while the model's favourite token is almost always
+        allowed. Greedy decoding (temperature 0) gives exactly the same tokens as the grammar
+        in the chain; with temperature > 0 a rejected first draw is redrawn from the
+        grammar-constrained distribution, as in llama.cpp's own server.
+        """
+        cpp = llama_cpp
+        chain, grammar = self._sampler.sampler, self._sf_grammar.sampler
+        logits = np.ctypeslib.as_array(cpp.llama_get_logits_ith(self._ctx.ctx, ridx), shape=(self._n_vocab,))
+        candidates = getattr(self, "_sf_candidates", None)
+        if candidates is None:
+            candidates = self._sf_candidates = llama_cpp._internals.LlamaTokenDataArray(n_vocab=self._n_vocab)
+        candidates.copy_logits(logits)
+        cpp.llama_sampler_apply(chain, ctypes.byref(candidates.candidates))
+        token = int(candidates.candidates_data.id[candidates.candidates.selected])
+        single = (cpp.llama_token_data * 1)(cpp.llama_token_data(token, 1.0, 0.0))
+        check = cpp.llama_token_data_array(data=single, size=1, selected=-1, sorted=False)
+        cpp.llama_sampler_apply(grammar, ctypes.byref(check))
+        if single[0].logit == float("-inf"):
+            candidates.copy_logits(logits)
+            cpp.llama_sampler_apply(grammar, ctypes.byref(candidates.candidates))
+            cpp.llama_sampler_apply(chain, ctypes.byref(candidates.candidates))
+            token = int(candidates.candidates_data.id[candidates.candidates.selected])
+            self._sf_add("grammar_resamples", 1)
+        cpp.llama_sampler_accept(grammar, token)
+        cpp.llama_sampler_accept(chain, token)
+        return token
+
+    def create_chat_completion(self, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        result = super().create_chat_completion(*args, **kwargs)
+        if isinstance(result, dict):
+            result["timings"] = {**self._sf_timings(), "total_s": time.perf_counter() - started}
+        return result
 
     def create_completion(self, *args: Any, **kwargs: Any) -> Any:
         self._sf_prompt_evaluated = None
+        self._sf_request = {}
         started = time.perf_counter()
         result = super().create_completion(*args, **kwargs)
+        if isinstance(result, dict):
+            result["timings"] = {**self._sf_timings(), "total_s": time.perf_counter() - started}
         if isinstance(result, dict) and isinstance(result.get("usage"), dict):
             usage = result["usage"]
             evaluated = self._sf_prompt_evaluated or 0
@@ -91,6 +193,13 @@ class AccountingLlama(llama_cpp.Llama):
         return self._sf_stats
 
     def save_state(self) -> llama_cpp.LlamaState:
+        started = time.perf_counter()
+        try:
+            return self._save_state()
+        finally:
+            self._sf_add("cache_save_s", time.perf_counter() - started)
+
+    def _save_state(self) -> llama_cpp.LlamaState:
         if self._logits_all:
             return super().save_state()
         size = llama_cpp.llama_state_get_size(self._ctx.ctx)
@@ -108,6 +217,13 @@ class AccountingLlama(llama_cpp.Llama):
         )
 
     def load_state(self, state: llama_cpp.LlamaState) -> None:
+        started = time.perf_counter()
+        try:
+            self._load_state(state)
+        finally:
+            self._sf_add("cache_load_s", time.perf_counter() - started)
+
+    def _load_state(self, state: llama_cpp.LlamaState) -> None:
         if self._logits_all or state.scores.shape[0] != 0:
             super().load_state(state)
             return
@@ -149,7 +265,14 @@ def _scrub_settings_env(*settings_classes: Any) -> None:
 
 
 def load_model(config: dict[str, Any]) -> AccountingLlama:
-    """Load the GGUF with the server's settings (chat template from the GGUF metadata)."""
+    """Load the GGUF with the server's settings (chat template from the GGUF metadata).
+
+    ``config["prompt_lookup"]`` (optional, default 0): draft this many tokens per step by prompt
+    lookup (``LlamaPromptLookupDecoding``: the continuation of the last n-gram's earlier
+    occurrence in the context), verified in one evaluation; 0 turns it off.
+    """
+    lookup = int(config.get("prompt_lookup", 0))
+    draft = LlamaPromptLookupDecoding(num_pred_tokens=lookup) if lookup > 0 else None
     llama = AccountingLlama(
         model_path=config["model_path"],
         n_gpu_layers=0,
@@ -161,6 +284,7 @@ def load_model(config: dict[str, Any]) -> AccountingLlama:
         embedding=False,
         chat_format=None,
         verbose=config.get("verbose", False),
+        draft_model=draft,
     )
     if config["cache_bytes"] > 0:
         llama.set_cache(PrefixPruningRAMCache(capacity_bytes=config["cache_bytes"]))

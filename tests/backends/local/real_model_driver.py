@@ -6,6 +6,8 @@ the server) cannot take pytest down, and pytest checks afterwards that no server
 Modes:
     scenarios  the main run: start, chat, prompt-cache reuse, grammar, AutoGen, crash + restart.
     orphan     start a server, print its pid, then die by SIGKILL (no atexit hooks run).
+    sampling   in this process: the server's model class (grammar checked after sampling) against
+               the stock llama_cpp.Llama (grammar in the sampler chain) on the same requests.
 """
 
 from __future__ import annotations
@@ -183,6 +185,55 @@ def scenarios() -> dict[str, Any]:
     return out  # the pool's atexit hook stops the server
 
 
+def sampling() -> dict[str, Any]:
+    import llama_cpp
+
+    from stateflow.backends.local import CATALOG, ModelStore
+    from stateflow.backends.local.server_app import load_model
+
+    path = ModelStore().locate(CATALOG["local-small"], allow_network=False).path
+    config = ServerConfig(model_path=path, alias=PROFILE.model, cache_bytes=0).child_config(0)
+    ours = load_model(config)
+    stock = llama_cpp.Llama(
+        model_path=str(path),
+        n_ctx=config["n_ctx"],
+        n_batch=config["n_batch"],
+        n_threads=config["n_threads"],
+        logits_all=False,
+        verbose=False,
+    )
+    react = [
+        {"role": "system", "content": "You solve SQL tasks. Reply as:\nThought: <reasoning>\nAction: execute[<SQL>]"},
+        {"role": "user", "content": "Task: how many singers are older than 40? Table singer(name, age)."},
+    ]
+    cases = {
+        # the model's own choices mostly fit: few or no resamples
+        "thought_action": (react, regex_to_gbnf(THOUGHT_ACTION)),
+        # the model would answer with SQL; the grammar forces digits: its first choices are rejected
+        "forced": (react, 'root ::= "Answer: " [0-9]{2,4} "."\n'),
+    }
+    out: dict[str, Any] = {}
+    for name, (messages, gbnf) in cases.items():
+        replies = {}
+        for label, llama in (("ours", ours), ("stock", stock)):
+            for temperature, tag in ((0.0, ""), (0.8, "_warm")):
+                r = llama.create_chat_completion(
+                    messages=messages,
+                    temperature=temperature,
+                    seed=7,
+                    max_tokens=120,
+                    repeat_penalty=1.1,
+                    grammar=llama_cpp.LlamaGrammar.from_string(gbnf),
+                )
+                replies[label + tag] = r["choices"][0]["message"]["content"]
+                if label == "ours" and not tag:
+                    out[name + "_timings"] = r.get("timings")
+        out[name] = replies
+    ours.close()
+    stock.close()
+    return out
+
+
 def orphan() -> None:
     pool = LocalServerPool()
     pool.endpoint("local-small")
@@ -193,5 +244,7 @@ def orphan() -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "orphan":
         orphan()
+    elif sys.argv[1] == "sampling":
+        print(json.dumps(sampling()), flush=True)
     else:
         print(json.dumps(scenarios()), flush=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import pytest
@@ -73,3 +74,41 @@ def test_missing_model_file_is_a_start_error(tmp_path):
     with pytest.raises(ServerStartError, match="does not exist"):
         server.ensure_running()
     assert not server.alive()
+
+
+def test_profile_n_threads_sets_the_servers_thread_count(tmp_path):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(32))
+    pool = LocalServerPool(ModelStore(tmp_path / "cache"), n_threads=3)
+    assert pool.server(str(gguf), n_threads=1).config.n_threads == 1  # the profile's count wins
+    assert pool.server(str(gguf)).config.n_threads == 1  # no count asked: the running server is fine
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF" + bytes(32))
+    assert pool.server(str(other)).config.n_threads == 3  # no profile count: the pool's option
+
+
+def test_a_second_thread_count_for_one_model_is_refused(tmp_path):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(32))
+    pool = LocalServerPool(ModelStore(tmp_path / "cache"))
+    pool.server(str(gguf), n_threads=2)
+    with pytest.raises(ConfigError, match=r"already served with n_threads=2; a profile asks for n_threads=1"):
+        pool.server(str(gguf), n_threads=1)
+
+
+def test_server_connections_send_without_nagle_delay(tmp_path):
+    # Regression (issue 15): uvicorn writes a response's headers and body separately; with Nagle
+    # on, every response on a kept-alive connection waited ~40 ms for the client's delayed ACK.
+    # The child serves on the socket the parent binds; connections it accepts must inherit NODELAY.
+    server = ManagedServer(ServerConfig(model_path=tmp_path / "x.gguf", alias="a"), log_dir=tmp_path)
+    listener = server._bind()
+    try:
+        client = socket.create_connection(listener.getsockname()[:2])
+        accepted, _ = listener.accept()
+        try:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        finally:
+            accepted.close()
+            client.close()
+    finally:
+        listener.close()

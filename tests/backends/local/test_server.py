@@ -154,3 +154,36 @@ def test_cli_chat_quick_check():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "qwen2.5-coder-0.5b-instruct via http://127.0.0.1:" in proc.stdout
     assert "cached 0" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def sampled() -> dict:
+    _require_real_model()
+    proc = subprocess.run([sys.executable, str(DRIVER), "sampling"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"driver failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_grammar_checked_after_sampling_gives_the_stock_greedy_tokens(sampled):
+    # Issue 15: the server samples first and applies the grammar only to a rejected token; at
+    # temperature 0 that must be exactly what the grammar inside llama.cpp's chain produces.
+    for case in ("thought_action", "forced"):
+        replies = sampled[case]
+        assert replies["ours"] == replies["stock"], case
+    assert re.fullmatch(THOUGHT_ACTION, sampled["thought_action"]["ours"])
+
+
+def test_rejected_tokens_are_resampled_under_the_grammar(sampled):
+    forced = sampled["forced"]
+    for reply in (forced["ours"], forced["ours_warm"]):
+        assert re.fullmatch(r"Answer: [0-9]{2,4}\.", reply), reply
+    assert re.fullmatch(THOUGHT_ACTION, sampled["thought_action"]["ours_warm"])
+    # The model wanted SQL, not "Answer: 12.": its first choices were rejected and redrawn.
+    assert sampled["forced_timings"]["grammar_resamples"] >= 1
+
+
+def test_each_response_says_where_its_time_went(sampled):
+    timings = sampled["thought_action_timings"]
+    for key in ("total_s", "prompt_eval_s", "decode_eval_s", "sample_s"):
+        assert timings[key] > 0, key
+    assert timings["prompt_eval_s"] + timings["decode_eval_s"] + timings["sample_s"] <= timings["total_s"]
