@@ -201,6 +201,8 @@ class PaperRun:
     Attributes:
         tasks: ``dev`` | ``heldout`` (a fixed sample) or any ``--tasks`` selection.
         grammar: ``None``: each model's own :attr:`PaperModel.grammar`; else forced for all.
+        run_missing: ``False`` runs nothing: the outcomes hold what is already recorded with
+            these settings (to publish a partial run, or one made elsewhere).
     """
 
     benchmarks: tuple[PaperBenchmark, ...]
@@ -213,6 +215,7 @@ class PaperRun:
     grammar: bool | None = None
     data_dir: str | None = None
     retry_errors: bool = False
+    run_missing: bool = True
 
     def spec(self, bench: PaperBenchmark, model: PaperModel) -> RunSpec:
         """The runner's settings for one pair."""
@@ -230,6 +233,7 @@ class PaperRun:
             grammar=model.grammar if self.grammar is None else self.grammar,
             data_dir=self.data_dir,
             retry_errors=self.retry_errors,
+            run_missing=self.run_missing,
             scripts=model.scripts,
         )
 

@@ -86,6 +86,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         data: Annotated[str | None, typer.Option(help="directory with InterCode's sql/ and bash/ data")] = None,
         retry_errors: Annotated[bool, typer.Option(help="re-run episodes recorded as errored")] = False,
+        no_run: Annotated[
+            bool, typer.Option("--no-run", help="run nothing: write the documents from what is recorded")
+        ] = False,
         no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
     ) -> None:
         """Run the paper's comparison (every method x every model) and write the tables and plots.
@@ -127,6 +130,7 @@ def register(app: typer.Typer) -> None:
             grammar=grammar,
             data_dir=data,
             retry_errors=retry_errors,
+            run_missing=not no_run,
         )
         outcomes, interrupted = run_paper(run, console=console, progress=not no_progress)
         if any(o.records for o in outcomes):

@@ -200,3 +200,35 @@ def test_a_fixed_sample_of_a_dataset_without_one_is_refused_before_anything_runs
     with pytest.raises(ConfigError, match="--tasks dev: intercode-bash's dataset demo has no fixed samples"):
         run_paper(run, console=Console(file=io.StringIO()), progress=False, env_factory=lambda spec: FakeEnv(n=3))
     assert not (tmp_path / "runs").exists()
+
+
+def test_no_run_reports_what_is_recorded_and_touches_nothing(tmp_path):
+    benches, _ = paper_benchmarks(["intercode-bash"], ["react"], {"intercode-bash": "demo"})
+    model = _model("m-a")
+    ran, _ = run_paper(
+        PaperRun(benches, (model,), tmp_path / "runs", tasks="0:2"),
+        console=Console(file=io.StringIO()),
+        progress=False,
+        env_factory=lambda spec: FakeEnv(n=4),
+    )
+    results = ran[0].out / "results.jsonl"
+    before = results.read_bytes(), (ran[0].out / "run.json").read_bytes()
+    script = model.scripts["m-a"]
+    calls = len(script.requests)
+    report, _ = run_paper(
+        PaperRun(benches, (model,), tmp_path / "runs", tasks="0:4", run_missing=False),
+        console=Console(file=io.StringIO()),
+        progress=False,
+        env_factory=lambda spec: FakeEnv(n=4),
+    )
+    outcome = report[0]
+    assert (outcome.status, outcome.tasks_total, outcome.ran, outcome.done("react")) == ("incomplete", 4, 0, 2)
+    assert len(script.requests) == calls  # no model call
+    assert (results.read_bytes(), (outcome.out / "run.json").read_bytes()) == before
+    empty, _ = run_paper(
+        PaperRun(benches, (model,), tmp_path / "elsewhere", tasks="0:4", run_missing=False),
+        console=Console(file=io.StringIO()),
+        progress=False,
+        env_factory=lambda spec: FakeEnv(n=4),
+    )
+    assert empty[0].records == [] and not (tmp_path / "elsewhere").exists()
