@@ -38,6 +38,7 @@ from stateflow.tasks.identity import (
 from stateflow.tasks.methods import build_method
 from stateflow.tasks.records import ResultsFile, latest_records, record_key
 from stateflow.tasks.registry import default_registry
+from stateflow.tasks.run_lock import LOCK_NAME, RunLock
 from stateflow.tasks.samples import SAMPLE_NAMES, sample_of
 
 from stateflow import ModelAssignment, ModelProfile
@@ -327,8 +328,11 @@ def evaluate(
     Ctrl-C stops scheduling new episodes, lets the running ones finish and be recorded, and
     returns with ``interrupted=True``; a second Ctrl-C aborts at once.
 
+    One run at a time writes to ``spec.out`` (see :mod:`stateflow.tasks.run_lock`).
+
     Raises:
         ValueError: unknown benchmark or method, or a bad task selection.
+        RunInProgressError: another process is running into ``spec.out``.
         MixedSettingsError: ``spec.out`` holds records of this benchmark made with other
             settings and ``spec.mix_settings`` is off.
     """
@@ -368,7 +372,12 @@ def evaluate(
         console.print(f"[yellow]note:[/] adding to {len(others)} record(s) of other settings in {results.path}")
     created = not spec.out.exists()
     spec.out.mkdir(parents=True, exist_ok=True)
+    lock: RunLock | None = None
     try:
+        lock = RunLock(spec.out)
+        # Read again under the lock: a run that held it until now may have recorded more.
+        loaded = results.load()
+        current = latest_records(loaded.records)
         return _run(
             spec,
             identities,
@@ -383,10 +392,14 @@ def evaluate(
         )
     except BaseException:
         if created and not results.path.exists():  # nothing recorded: leave no empty directory behind
-            (spec.out / "run.json").unlink(missing_ok=True)
+            for name in ("run.json", LOCK_NAME):
+                (spec.out / name).unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 spec.out.rmdir()
         raise
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _run(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from stateflow.tasks.benchmarks import INTERCODE_BASH
+from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL
 from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.identity import EpisodeIdentity
 from stateflow.tasks.metrics import load_results, summarize
@@ -247,7 +247,13 @@ def test_records_written_before_schema_version_resume_as_finished_episodes(tmp_p
     out.mkdir()
     sql_lines = [ln for ln in before.read_text(encoding="utf-8").splitlines() if '"intercode-sql"' in ln]
     (out / "results.jsonl").write_text("".join(ln + "\n" for ln in sql_lines), encoding="utf-8")
-    spec = RunSpec(benchmark="intercode-sql", methods=("stateflow", "try_again"), out=out, tasks="0", **ORACLE)
+    # The records' prompts_sha256 covers the prompt folder as it was then: oneshot.md came later
+    # (a new file is a new setting), so the folder is rebuilt as it was for the same command.
+    prompts = tmp_path / "prompts"
+    shutil.copytree(INTERCODE_SQL.prompts_dir, prompts)
+    (prompts / "oneshot.md").unlink()
+    bench = dataclasses.replace(INTERCODE_SQL, prompts_dir=prompts)
+    spec = RunSpec(benchmark=bench, methods=("stateflow", "try_again"), out=out, tasks="0", **ORACLE)
     s = evaluate(spec, progress=False)
     assert (s.planned, s.skipped, s.finished) == (2, 2, 0)
     assert [r.schema_version for r in s.records] == [0, 0]
