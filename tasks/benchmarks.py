@@ -57,6 +57,8 @@ _SQL_VARIANTS: dict[str, dict[str, bool]] = {
     # Not the paper's: the schema variant with the levers that won on the development sample
     # (docs/results.md, issue 15): repetition guard, degenerate-output cut, column order.
     "_tuned": {"schema": True, "guard": True, "cut": True, "column_order": True},
+    # _tuned without the worked examples in the states' instructions (a lever measured separately)
+    "_lean": {"schema": True, "guard": True, "cut": True, "column_order": True, "examples": False},
 }
 
 

@@ -26,6 +26,7 @@ every table with its columns and Observe is skipped; small local models gain mos
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable
 from dataclasses import replace as dc_replace
 
@@ -59,6 +60,7 @@ __all__ = [
     "with_levers",
     "with_schema",
     "without_error",
+    "without_examples",
     "without_observe",
     "without_verify",
 ]
@@ -150,6 +152,25 @@ def with_schema(flow: Flow) -> Flow:
     return flow.variant(name, drop=["Observe"], reroute={"Observe": "Solve"}, replace=[init])
 
 
+_WORKED_EXAMPLE = re.compile(r"^Examples? of this step.*?(?=^Now your step)", re.DOTALL | re.MULTILINE)
+
+
+def without_examples(flow: Flow) -> Flow:
+    """Every state's instruction without its worked example (the prompts' "Example(s) of this
+    step ... Now your step." block); the rules of each step stay.
+
+    Why a switch: on small local models the example's Thought is copied into unrelated
+    questions ("... so I filter on <column>" where nothing is to be filtered), so whether an
+    example helps is measured, not assumed (docs/results.md, issue 15).
+    """
+    replaced = []
+    for state in flow.states.values():
+        outs = [Prompt(_WORKED_EXAMPLE.sub("", o.text)) if isinstance(o, Prompt) else o for o in state.outputs]
+        if outs != list(state.outputs):
+            replaced.append(state.with_outputs(*outs))
+    return flow.variant(flow.name, replace=replaced)
+
+
 def with_levers(flow: Flow, *, guard: bool = False, cut: bool = False) -> Flow:
     """The flow with the framework's anti-waste parts on every LLM call (not the paper's flow).
 
@@ -201,6 +222,7 @@ def build_sql_flow(
     guard: bool = False,
     cut: bool = False,
     column_order: bool = False,
+    examples: bool = True,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -216,6 +238,7 @@ def build_sql_flow(
         column_order: Solve is told to put the columns in the order the question names them
             (InterCode compares rows as whole tuples, so ``(city, count)`` scores 0 against a
             gold ``(count, city)``).
+        examples: keep each state's worked example (off: :func:`without_examples`).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -230,6 +253,8 @@ def build_sql_flow(
         flow = with_schema(flow)
     if column_order:
         flow = flow.variant(flow.name, replace=[flow.states["Solve"].with_instruction(_COLUMN_ORDER)])
+    if not examples:
+        flow = without_examples(flow)
     # Applied in this order so added instructions read in the order the original builder wrote them.
     for off, derive in (
         (not verify, without_verify),

@@ -105,3 +105,15 @@ def test_the_column_order_rule_reaches_solve_only_in_the_tuned_variant():
     plain, _ = build_method("sf_agent_schema", bench)
     assert "order the question names them" in tuned.states["Solve"].instruction
     assert "order the question names them" not in plain.states["Solve"].instruction
+
+
+def test_the_lean_variant_drops_every_worked_example_and_keeps_the_rules():
+    bench = default_registry().get("intercode-sql")
+    lean, _ = build_method("sf_agent_lean", bench)
+    tuned, _ = build_method("sf_agent_tuned", bench)
+    for name in ("Solve", "Verify", "Error"):
+        with_example, without = tuned.states[name].instruction, lean.states[name].instruction
+        assert "of this step" in with_example and "Question:" in with_example
+        assert "of this step" not in without and "Question:" not in without and "Thought:" not in without
+        assert without.strip() == with_example[with_example.index("Now your step") :].strip()
+    assert lean.states.keys() == tuned.states.keys()
