@@ -48,7 +48,7 @@ def _open_sql(options: EnvOptions) -> Environment:
 
 
 # suffix -> the paper's flow with these parts switched off (schema: a variant for small models)
-_SQL_VARIANTS: dict[str, dict[str, bool]] = {
+_SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "": {},
     "_no_verify": {"verify": False},
     "_no_error": {"error": False},
@@ -59,6 +59,8 @@ _SQL_VARIANTS: dict[str, dict[str, bool]] = {
     "_tuned": {"schema": True, "guard": True, "cut": True, "column_order": True},
     # _tuned without the worked examples in the states' instructions (a lever measured separately)
     "_lean": {"schema": True, "guard": True, "cut": True, "column_order": True, "examples": False},
+    # _tuned whose Solve votes over 5 sampled statements run read-only (execution-guided self-consistency)
+    "_vote": {"schema": True, "guard": True, "cut": True, "column_order": True, "vote": 5},
 }
 
 

@@ -48,6 +48,7 @@ from stateflow.tasks.tools import (
 from stateflow import ANY, LLM, Flow, Prompt, State, Transition
 from stateflow.degenerate import DegenerateCut
 from stateflow.repetition import RepeatGuard, repeated_action
+from stateflow.vote import Vote
 
 __all__ = [
     "SQL_FLOW",
@@ -59,6 +60,7 @@ __all__ = [
     "sql_flow",
     "with_levers",
     "with_schema",
+    "with_vote",
     "without_error",
     "without_examples",
     "without_observe",
@@ -211,6 +213,20 @@ def with_levers(flow: Flow, *, guard: bool = False, cut: bool = False) -> Flow:
     )
 
 
+def with_vote(flow: Flow, *, k: int = 5, state: str = "Solve") -> Flow:
+    """``state`` answers by execution-guided self-consistency: :class:`~stateflow.vote.Vote` samples
+    ``k`` statements, runs each read-only on the task's database
+    (:class:`~stateflow.envs.sql.readonly.EpisodeReader`) and keeps the one whose result most
+    candidates share. Each candidate is traced with its usage.
+    """
+    from stateflow.envs.sql.readonly import EpisodeReader  # here: defining other flows needs no MySQL driver
+
+    target = flow.states[state]
+    vote = Vote(parse=executed_statement, executor=EpisodeReader(), k=k)
+    outs = [dc_replace(o, vote=vote) if isinstance(o, LLM) else o for o in target.outputs]
+    return flow.variant(flow.name, replace=[target.with_outputs(*outs)])
+
+
 def build_sql_flow(
     *,
     observe: bool = True,
@@ -223,6 +239,7 @@ def build_sql_flow(
     cut: bool = False,
     column_order: bool = False,
     examples: bool = True,
+    vote: int = 0,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -239,6 +256,7 @@ def build_sql_flow(
             (InterCode compares rows as whole tuples, so ``(city, count)`` scores 0 against a
             gold ``(count, city)``).
         examples: keep each state's worked example (off: :func:`without_examples`).
+        vote: ``k > 0``: Solve votes over ``k`` sampled statements (:func:`with_vote`).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -255,6 +273,8 @@ def build_sql_flow(
         flow = flow.variant(flow.name, replace=[flow.states["Solve"].with_instruction(_COLUMN_ORDER)])
     if not examples:
         flow = without_examples(flow)
+    if vote:
+        flow = with_vote(flow, k=vote)
     # Applied in this order so added instructions read in the order the original builder wrote them.
     for off, derive in (
         (not verify, without_verify),

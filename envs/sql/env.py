@@ -176,6 +176,11 @@ class SqlEnv:
         self.observation: Any = None
         self.info: dict[str, Any] = {}
 
+    @property
+    def current_task(self) -> Task | None:
+        """The task of the last :meth:`reset` (``None`` before the first)."""
+        return self._task
+
     # -- Environment protocol ------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.dataset.tasks)

@@ -13,7 +13,7 @@ from typing import Any
 
 from stateflow.envs.sql.server import DatabaseScope, SqlServer
 
-__all__ = ["ReadOnlyExecutor"]
+__all__ = ["EpisodeReader", "ReadOnlyExecutor"]
 
 
 class ReadOnlyExecutor:
@@ -62,3 +62,30 @@ class ReadOnlyExecutor:
             self._conn.close()
             self._conn = None
         self._server.drop_readers(self._owner)
+
+
+class EpisodeReader:
+    """``executor(ctx, statement) -> rows`` for :class:`~stateflow.vote.Vote` in a flow definition.
+
+    A flow is defined before any episode exists, so this executor finds the episode's SQL
+    environment in ``ctx.env`` at each call and runs the statement through a
+    :class:`ReadOnlyExecutor` on the current task's database, opened and closed for the call
+    (an account of its own each time: nothing is shared between episodes or threads).
+
+    Raises (of a call): ``TypeError`` when the run's environment is not a SQL environment that
+    has been reset; the driver's error for a failing statement (an error candidate).
+    """
+
+    def __init__(self, *, statement_timeout_s: float = 5.0):
+        self._timeout = statement_timeout_s
+
+    def __call__(self, ctx: Any, statement: Hashable) -> tuple[tuple[Any, ...], ...]:
+        env = getattr(ctx, "env", None)
+        task = getattr(env, "current_task", None)
+        if env is None or task is None or not hasattr(env, "server"):
+            raise TypeError("EpisodeReader needs the run's environment to be a SQL environment after reset()")
+        reader = ReadOnlyExecutor(env.server, task.context, env.database_scope, statement_timeout_s=self._timeout)
+        try:
+            return reader(ctx, statement)
+        finally:
+            reader.close()

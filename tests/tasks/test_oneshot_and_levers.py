@@ -117,3 +117,22 @@ def test_the_lean_variant_drops_every_worked_example_and_keeps_the_rules():
         assert "of this step" not in without and "Question:" not in without and "Thought:" not in without
         assert without.strip() == with_example[with_example.index("Now your step") :].strip()
     assert lean.states.keys() == tuned.states.keys()
+
+
+def test_the_vote_variant_runs_candidates_read_only_and_executes_the_majority(sql_env):
+    flow, view = build_method("sf_agent_vote", default_registry().get("intercode-sql"))
+    gold = sql_env.task(0).gold
+    candidates = [
+        "Thought: t\nAction: execute[SELECT nope FROM book]",  # an error: no vote
+        f"Thought: t\nAction: execute[{gold}]",
+        "Thought: t\nAction: execute[SELECT 7]",
+        f"Thought: t\nAction: execute[{gold} ]",  # the same result as the gold: two votes
+        "Thought: t\nAction: execute[USE mysql]",  # read-only session of its own: harmless
+    ]
+    r, srv = _run(flow, sql_env, [*candidates, "Thought: ok\nAction: submit"], view)
+    assert r.path == ["Init", "Solve", "Verify", "End"]
+    assert [q["temperature"] for q in srv.requests[:5]] == [0.7] * 5 and len(srv.requests) == 6
+    episode = episode_vars(r)
+    assert episode.reward == 1.0 and episode.turns == 2  # the schema and the winner; candidates are free
+    won = [s for s in r.steps if s.detail.get("won")]
+    assert [(s.output, s.detail["votes"]) for s in won] == [("llm[candidate 1]", 2)]
