@@ -59,6 +59,15 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "_tuned": {"schema": True, "guard": True, "cut": True, "column_order": True},
     # _tuned without the worked examples in the states' instructions (a lever measured separately)
     "_lean": {"schema": True, "guard": True, "cut": True, "column_order": True, "examples": False},
+    # _lean that submits the first SELECT that runs (no Verify; failures still go to Error)
+    "_repair": {
+        "schema": True,
+        "guard": True,
+        "cut": True,
+        "column_order": True,
+        "examples": False,
+        "verify_then_submit": False,
+    },
     # _tuned whose Solve votes over 5 sampled statements run read-only (execution-guided self-consistency)
     "_vote": {"schema": True, "guard": True, "cut": True, "column_order": True, "vote": 5},
 }

@@ -58,6 +58,7 @@ __all__ = [
     "SQL_SCHEMA",
     "build_sql_flow",
     "sql_flow",
+    "submit_on_success",
     "with_levers",
     "with_schema",
     "with_vote",
@@ -213,6 +214,28 @@ def with_levers(flow: Flow, *, guard: bool = False, cut: bool = False) -> Flow:
     )
 
 
+def submit_on_success(flow: Flow) -> Flow:
+    """No Verify: the first SELECT that runs is submitted (a Submit state, no LLM call); a failed
+    statement still goes to Error, which repairs it.
+
+    Why: on small models Verify rarely improves a result (it mostly submits, sometimes replaces
+    a right answer), while most wrong one-shot answers are statements that fail to run; this
+    keeps the repair and drops the check.
+    """
+    give_up = flow.states.get("Submit") or State("Submit", submit(), description="submit the last result (no LLM call)")
+    states = {**flow.states, give_up.name: give_up}
+    widened = Flow(
+        flow.name,
+        initial=states[flow.initial],
+        states=list(states.values()),
+        transitions=flow.transitions,
+        max_transitions=flow.max_transitions,
+        system_message=flow.system_message,
+        description=flow.description,
+    )
+    return widened.variant(flow.name, drop=["Verify"], reroute={"Verify": "Submit"})
+
+
 def with_vote(flow: Flow, *, k: int = 5, state: str = "Solve") -> Flow:
     """``state`` answers by execution-guided self-consistency: :class:`~stateflow.vote.Vote` samples
     ``k`` statements, runs each read-only on the task's database
@@ -239,6 +262,7 @@ def build_sql_flow(
     cut: bool = False,
     column_order: bool = False,
     examples: bool = True,
+    verify_then_submit: bool = True,
     vote: int = 0,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
@@ -256,6 +280,7 @@ def build_sql_flow(
             (InterCode compares rows as whole tuples, so ``(city, count)`` scores 0 against a
             gold ``(count, city)``).
         examples: keep each state's worked example (off: :func:`without_examples`).
+        verify_then_submit: off: the first SELECT that runs is submitted (:func:`submit_on_success`).
         vote: ``k > 0``: Solve votes over ``k`` sampled statements (:func:`with_vote`).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
@@ -273,6 +298,8 @@ def build_sql_flow(
         flow = flow.variant(flow.name, replace=[flow.states["Solve"].with_instruction(_COLUMN_ORDER)])
     if not examples:
         flow = without_examples(flow)
+    if not verify_then_submit:
+        flow = submit_on_success(flow)
     if vote:
         flow = with_vote(flow, k=vote)
     # Applied in this order so added instructions read in the order the original builder wrote them.

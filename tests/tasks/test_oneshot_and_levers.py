@@ -136,3 +136,15 @@ def test_the_vote_variant_runs_candidates_read_only_and_executes_the_majority(sq
     assert episode.reward == 1.0 and episode.turns == 2  # the schema and the winner; candidates are free
     won = [s for s in r.steps if s.detail.get("won")]
     assert [(s.output, s.detail["votes"]) for s in won] == [("llm[candidate 1]", 2)]
+
+
+def test_the_repair_variant_submits_the_first_select_that_runs_and_repairs_failures(sql_env):
+    flow, view = build_method("sf_agent_repair", default_registry().get("intercode-sql"))
+    assert "Verify" not in flow.states
+    gold = sql_env.task(0).gold
+    replies = ["Thought: t\nAction: execute[SELECT nope FROM book]", f"Thought: fix\nAction: execute[{gold}]"]
+    r, srv = _run(flow, sql_env, replies, view)
+    assert r.path == ["Init", "Solve", "Error", "Submit", "End"]
+    assert len(srv.requests) == 2  # nobody is asked whether to submit
+    episode = episode_vars(r)
+    assert episode.reward == 1.0 and (episode.turns, episode.failed) == (3, 1)
