@@ -25,6 +25,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from stateflow.tasks.cli.stopping import stop_on_signals
 
 from stateflow.errors import ConfigError
 
@@ -132,7 +133,8 @@ def register(app: typer.Typer) -> None:
             retry_errors=retry_errors,
             run_missing=not no_run,
         )
-        outcomes, interrupted = run_paper(run, console=console, progress=not no_progress)
+        with stop_on_signals():
+            outcomes, interrupted = run_paper(run, console=console, progress=not no_progress)
         if any(o.records for o in outcomes):
             command = "stateflow " + shlex.join(sys.argv[1:])
             date = datetime.now(UTC).strftime("%Y-%m-%d")

@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
+from stateflow.tasks.cli.stopping import stop_on_signals
 
 from stateflow.backends.providers import capabilities
 from stateflow.errors import ConfigError
@@ -217,7 +218,8 @@ def register(app: typer.Typer) -> None:
             mix_settings=mix_settings,
         )
         chosen = _executor(executor, ray_address, None if spec.oracle else assignment, ray_worker_cpus)
-        summary = evaluate(spec, console=console, progress=not no_progress, **chosen)
+        with stop_on_signals():
+            summary = evaluate(spec, console=console, progress=not no_progress, **chosen)
         _print_results(_table_console(), summary.records, f"{target} ({dataset}) — {out}")
         console.print(f"results: {out / 'results.jsonl'}   report: stateflow report {out}")
         if summary.interrupted:
@@ -305,7 +307,8 @@ def register(app: typer.Typer) -> None:
                 # records are told apart by their identity and only they are shown below.
                 mix_settings=True,
             )
-            summary = evaluate(spec, console=console)
+            with stop_on_signals():
+                summary = evaluate(spec, console=console)
             if summary.interrupted:
                 raise typer.Exit(130)
             records += summary.records

@@ -132,8 +132,16 @@ def _wait_for_lines(path: Path, n: int, timeout: float = 60) -> None:
     raise AssertionError(f"{path} never reached {n} records")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
-def test_killed_run_resumes_without_duplicates_or_losses(tmp_path, bash_available, sig):
+def _ignore_sigint() -> None:  # what a shell script's `cmd &` does to a background job
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(
+    ("sig", "background"),
+    [(signal.SIGKILL, False), (signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
+    ids=["sigkill", "sigint", "sigterm", "sigint-background"],
+)
+def test_killed_run_resumes_without_duplicates_or_losses(tmp_path, bash_available, sig, background):
     out = tmp_path / "run"
     cmd = _cli(
         "run",
@@ -148,11 +156,17 @@ def test_killed_run_resumes_without_duplicates_or_losses(tmp_path, bash_availabl
         str(out),
         "--no-progress",
     )
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_ignore_sigint if background else None,
+    )
     _wait_for_lines(out / "results.jsonl", 3)
     os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
-    if sig == signal.SIGINT:
+    if sig != signal.SIGKILL:  # a graceful stop: in-flight episodes recorded, exit 130
         assert proc.returncode == 130, err.decode()[-500:]
         assert b"re-run the same command to resume" in err
     partial = (out / "results.jsonl").read_bytes().count(b"\n")
