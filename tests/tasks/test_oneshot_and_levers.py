@@ -148,3 +148,17 @@ def test_the_repair_variant_submits_the_first_select_that_runs_and_repairs_failu
     assert len(srv.requests) == 2  # nobody is asked whether to submit
     episode = episode_vars(r)
     assert episode.reward == 1.0 and (episode.turns, episode.failed) == (3, 1)
+
+
+def test_the_episode_reader_refuses_a_run_without_a_reset_sql_environment(sql_env):
+    from types import SimpleNamespace
+
+    from stateflow.envs.sql.readonly import EpisodeReader
+
+    reader = EpisodeReader()
+    with pytest.raises(TypeError, match="SQL environment after reset"):
+        reader(SimpleNamespace(env=None), "SELECT 1")
+    with pytest.raises(TypeError, match="SQL environment after reset"):
+        reader(SimpleNamespace(env=sql_env), "SELECT 1")  # not reset yet
+    sql_env.reset(0)
+    assert reader(SimpleNamespace(env=sql_env), "SELECT count(*) FROM book") == ((10,),)
