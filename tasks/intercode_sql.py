@@ -158,6 +158,22 @@ def with_schema(flow: Flow) -> Flow:
 _WORKED_EXAMPLE = re.compile(r"^Examples? of this step.*?(?=^Now your step)", re.DOTALL | re.MULTILINE)
 
 
+def _rebuilt(flow: Flow, states: dict[str, State], rules: list[Transition] | tuple[Transition, ...]) -> Flow:
+    """``flow`` with these states (a new one may be added) and rules; name, limits and messages kept.
+
+    :meth:`Flow.variant` only replaces or drops states; a derivation that adds one builds here.
+    """
+    return Flow(
+        flow.name,
+        initial=states[flow.initial],
+        states=list(states.values()),
+        transitions=rules,
+        max_transitions=flow.max_transitions,
+        system_message=flow.system_message,
+        description=flow.description,
+    )
+
+
 def without_examples(flow: Flow) -> Flow:
     """Every state's instruction without its worked example (the prompts' "Example(s) of this
     step ... Now your step." block); the rules of each step stay.
@@ -203,15 +219,7 @@ def with_levers(flow: Flow, *, guard: bool = False, cut: bool = False) -> Flow:
         acting = [s for n, s in states.items() if n in ("Solve", "Verify", "Error")]
         ends = sum(1 for r in rules if r.sources is ANY and r.target == "End")  # env_done, turn limit
         rules.insert(ends, Transition(acting, give_up, when=repeated_action(executed_statement)))
-    return Flow(
-        flow.name,
-        initial=states[flow.initial],
-        states=list(states.values()),
-        transitions=rules,
-        max_transitions=flow.max_transitions,
-        system_message=flow.system_message,
-        description=flow.description,
-    )
+    return _rebuilt(flow, states, rules)
 
 
 def submit_on_success(flow: Flow) -> Flow:
@@ -224,16 +232,7 @@ def submit_on_success(flow: Flow) -> Flow:
     """
     give_up = flow.states.get("Submit") or State("Submit", submit(), description="submit the last result (no LLM call)")
     states = {**flow.states, give_up.name: give_up}
-    widened = Flow(
-        flow.name,
-        initial=states[flow.initial],
-        states=list(states.values()),
-        transitions=flow.transitions,
-        max_transitions=flow.max_transitions,
-        system_message=flow.system_message,
-        description=flow.description,
-    )
-    return widened.variant(flow.name, drop=["Verify"], reroute={"Verify": "Submit"})
+    return _rebuilt(flow, states, flow.transitions).variant(flow.name, drop=["Verify"], reroute={"Verify": "Submit"})
 
 
 def with_vote(flow: Flow, *, k: int = 5, state: str = "Solve") -> Flow:
