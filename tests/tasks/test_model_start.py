@@ -64,15 +64,7 @@ def test_model_is_started_and_warmed_before_the_first_episode(tmp_path):
     with FakeOpenAIServer(respond) as fake:
         default_pool().attach(key, LoggedServer(fake.url, events))
         profile = ModelProfile(name="loc", model="m", provider="local", local_model=key, max_retries=0, timeout=10)
-        spec = RunSpec(
-            INTERCODE_BASH,
-            ("stateflow",),
-            models=ModelAssignment.of(profile),
-            models_label="default=loc",
-            out=tmp_path / "out",
-            dataset="demo",
-            tasks="0:2",
-        )
+        spec = _bash_spec(profile, tmp_path, tasks="0:2")
         summary = evaluate(spec, env_factory=lambda _: LoggedEnv(events), progress=False)
     assert summary.finished == 2
     first_episode = events.index("episode 0 started")
@@ -82,20 +74,24 @@ def test_model_is_started_and_warmed_before_the_first_episode(tmp_path):
     assert "episode 1 started" in events
 
 
-def test_oracle_runs_start_no_model(tmp_path):
-    events: list[str] = []
-    key = f"start-test-{uuid.uuid4().hex[:8]}"
-    default_pool().attach(key, LoggedServer("http://127.0.0.1:9/v1", events))
-    profile = ModelProfile(name="loc", model="m", provider="local", local_model=key, max_retries=0, timeout=10)
-    spec = RunSpec(
+def _bash_spec(profile: ModelProfile, tmp_path, **kw) -> RunSpec:
+    """The demo Bash run both tests make, served by ``profile``."""
+    return RunSpec(
         INTERCODE_BASH,
         ("stateflow",),
         models=ModelAssignment.of(profile),
         models_label="default=loc",
         out=tmp_path / "out",
         dataset="demo",
-        tasks="0:1",
-        oracle=True,
+        **kw,
     )
+
+
+def test_oracle_runs_start_no_model(tmp_path):
+    events: list[str] = []
+    key = f"start-test-{uuid.uuid4().hex[:8]}"
+    default_pool().attach(key, LoggedServer("http://127.0.0.1:9/v1", events))
+    profile = ModelProfile(name="loc", model="m", provider="local", local_model=key, max_retries=0, timeout=10)
+    spec = _bash_spec(profile, tmp_path, tasks="0:1", oracle=True)
     assert evaluate(spec, env_factory=lambda _: LoggedEnv(events), progress=False).finished == 1
     assert "server started" not in events
