@@ -171,7 +171,8 @@ def write_results(text: str, path: Path) -> None:
     path.write_text(doc, encoding="utf-8")
 
 
-def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> bool:
+    """Run the sample (resumable); False when a stop request ended it early."""
     from stateflow.tasks.runner import RunSpec, evaluate
 
     from stateflow import ModelAssignment
@@ -195,7 +196,9 @@ def run(args: argparse.Namespace) -> None:
                 tasks=",".join(map(str, indices)),
                 task_timeout_s=args.timeout,
             )
-            evaluate(spec, progress=not args.quiet)
+            if evaluate(spec, progress=not args.quiet).interrupted:
+                return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,7 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     if not args.table_only:
-        run(args)
+        from stateflow.tasks.cli.stopping import stop_on_signals
+
+        with stop_on_signals():  # SIGTERM, or SIGINT on a backgrounded run: finish in-flight episodes
+            finished = run(args)
+        if not finished:
+            print("stopped: finished episodes are recorded; run the command again to resume", file=sys.stderr)
+            return 130
     from stateflow.tasks.metrics import load_results
 
     dirs = sorted(str(d) for d in args.runs.glob("*") if (d / "results.jsonl").exists())

@@ -141,7 +141,14 @@ def build_try_again(domain: str, *, fmt: ObservationFormat, grammar: bool = Fals
     )
 
 
-def build_oneshot(domain: str, *, fmt: ObservationFormat, setup: Tool | None = None, grammar: bool = False) -> Flow:
+def build_oneshot(
+    domain: str,
+    *,
+    fmt: ObservationFormat,
+    setup: Tool | None = None,
+    grammar: bool = False,
+    rebind: bool = False,
+) -> Flow:
     """One-shot: ``setup`` (if any) shows the context, the model writes one action, it is submitted.
 
     Args:
@@ -149,19 +156,21 @@ def build_oneshot(domain: str, *, fmt: ObservationFormat, setup: Tool | None = N
         fmt: how the action's observation is shown (it is recorded; the model never reads it).
         setup: a tool run first without an LLM call (for SQL, :func:`~stateflow.tasks.tools.describe_schema`).
         grammar: constrain the reply with the Thought/Action grammar.
+        rebind: SQL: columns read through the wrong alias are re-bound before the statement runs
+            (see :func:`~stateflow.tasks.tools.execute`).
     """
     answer = State(
         "Answer",
         Prompt(load_prompt(domain, "oneshot")),
         LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None),
-        execute(fmt=fmt),
+        execute(fmt=fmt, rebind=rebind),
         description="write one action",
     )
     done = State("Submit", submit(), description="submit the result (no LLM call)")
     end = State("End", final=True)
     first = [State("Setup", setup, description="show the context (no LLM call)")] if setup is not None else []
     return Flow(
-        f"{domain}-oneshot",
+        f"{domain}-oneshot" + ("-rebind" if rebind else ""),
         initial=first[0] if first else answer,
         states=[*first, answer, done, end],
         transitions=[

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stateflow.envs.base import Environment, Task
+from stateflow.tasks.baselines import build_oneshot
 from stateflow.tasks.benchmark import Benchmark, DatasetRequest, EnvOptions, Method
 from stateflow.tasks.intercode_bash import build_bash_flow
 from stateflow.tasks.intercode_sql import build_sql_flow
@@ -68,6 +69,16 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
         "examples": False,
         "verify_then_submit": False,
     },
+    # _repair whose statements have columns re-bound to the tables that have them (wrong aliases)
+    "_rebind": {
+        "schema": True,
+        "guard": True,
+        "cut": True,
+        "column_order": True,
+        "examples": False,
+        "verify_then_submit": False,
+        "rebind": True,
+    },
     # _tuned whose Solve votes over 5 sampled statements run read-only (execution-guided self-consistency)
     "_vote": {"schema": True, "guard": True, "cut": True, "column_order": True, "vote": 5},
 }
@@ -91,6 +102,12 @@ INTERCODE_SQL = Benchmark(
     methods={
         **{k: v for suffix, sw in _SQL_VARIANTS.items() for k, v in stateflow_methods(suffix, _sql_flow(sw)).items()},
         **baseline_methods("sql", _SQL_FMT, setup=describe_schema),
+        "oneshot_rebind": Method(
+            "oneshot_rebind",
+            lambda g: build_oneshot("sql", fmt=_SQL_FMT, setup=describe_schema(), grammar=g, rebind=True),
+            StateFlowView,
+            "One-shot whose statement has wrongly aliased columns re-bound",
+        ),
         **spec_agent_methods("sql", SQL_SPEC_DOMAIN, _SQL_FMT),
     },
     prompts_dir=PROMPTS_DIR / "sql",

@@ -35,6 +35,8 @@ class EpisodeVars:
             PDoctor's verdict).
         best_reward: Try-Again: the best score of any attempt (``None`` elsewhere).
         tables: the tables ``SHOW TABLES`` listed (grammars may only name these).
+        columns: each table's columns as ``describe_schema`` listed them (for the schema-linked
+            grammar of :mod:`stateflow.tasks.sql_grammar`).
         last_action: the last command executed (to notice a repeated action).
     """
 
@@ -45,6 +47,7 @@ class EpisodeVars:
     submit_info: dict[str, Any] = field(default_factory=dict)
     best_reward: float | None = None
     tables: list[str] = field(default_factory=list)
+    columns: dict[str, list[str]] = field(default_factory=dict)
     last_action: str | None = None
 
     @classmethod

@@ -69,7 +69,13 @@ __all__ = [
 ]
 
 
-def sql_flow(*, grammar: bool = False, resample_repeats: bool = True, fmt: ObservationFormat | None = None) -> Flow:
+def sql_flow(
+    *,
+    grammar: bool = False,
+    resample_repeats: bool = True,
+    fmt: ObservationFormat | None = None,
+    rebind: bool = False,
+) -> Flow:
     """The paper's SQL flow (rules in the module docstring).
 
     Args:
@@ -80,11 +86,14 @@ def sql_flow(*, grammar: bool = False, resample_repeats: bool = True, fmt: Obser
             higher temperature (small models loop at temperature 0; the discarded reply is still
             traced and paid for).
         fmt: how observations are shown to the agent.
+        rebind: columns read through the wrong table alias are re-bound before a SELECT runs
+            (:func:`~stateflow.tasks.tools.execute`; needs the schema set-up of :func:`with_schema`
+            to know the columns, otherwise nothing changes). Not the paper's flow.
     """
     retry = repeats_last_action if resample_repeats else None
     llm = LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=retry)
     look = LLM(grammar=describe_table_grammar if grammar else None, retry_when=retry)  # DESC a listed table
-    act = execute(fmt=fmt)
+    act = execute(fmt=fmt, rebind=rebind)
     init = State(
         "Init", execute("SHOW TABLES", fmt=fmt, name="show_tables"), description="list the tables (no LLM call)"
     )
@@ -263,6 +272,7 @@ def build_sql_flow(
     examples: bool = True,
     verify_then_submit: bool = True,
     vote: int = 0,
+    rebind: bool = False,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -281,6 +291,7 @@ def build_sql_flow(
         examples: keep each state's worked example (off: :func:`without_examples`).
         verify_then_submit: off: the first SELECT that runs is submitted (:func:`submit_on_success`).
         vote: ``k > 0``: Solve votes over ``k`` sampled statements (:func:`with_vote`).
+        rebind: as in :func:`sql_flow` (takes effect with ``schema``).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -289,7 +300,9 @@ def build_sql_flow(
     """
     if not (verify or error):
         raise ValueError("the SQL flow needs Verify or Error to handle failed statements")
-    flow = with_levers(sql_flow(grammar=grammar, resample_repeats=resample_repeats, fmt=fmt), guard=guard, cut=cut)
+    flow = with_levers(
+        sql_flow(grammar=grammar, resample_repeats=resample_repeats, fmt=fmt, rebind=rebind), guard=guard, cut=cut
+    )
     base = flow.name + ("-schema" if schema else "")
     if schema:
         flow = with_schema(flow)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from stateflow.tasks.actions import Action, parse_action, statement_kind
 from stateflow.tasks.blackboard import EpisodeVars, Observation
+from stateflow.tasks.sql_rebind import rebind_columns
 
 from stateflow import Condition, Context, Kind, Tool, ToolResult, meta_is, predicate
 
@@ -72,13 +73,33 @@ INVALID_ACTION = (
 )
 
 
-def execute(command: str | None = None, *, fmt: ObservationFormat | None = None, name: str = "execute") -> Tool:
+REBIND_NOTE = "\n(Note: ran with columns moved to the tables that have them: {changes}.)"
+
+
+def execute(
+    command: str | None = None,
+    *,
+    fmt: ObservationFormat | None = None,
+    rebind: bool = False,
+    name: str | None = None,
+) -> Tool:
     """A tool that runs ``command`` (or the action parsed from the last LLM message).
 
     An unparseable response becomes a failed action with an explanation (it costs a turn, like
     an invalid command upstream), so the flow routes it to its error handling.
+
+    Args:
+        command: a fixed command (e.g. Init's ``SHOW TABLES``); ``None`` runs the agent's action.
+        fmt: how the observation is shown.
+        rebind: SQL: before a SELECT runs, move columns read through the wrong table alias to
+            the table that has them (:func:`~stateflow.tasks.sql_rebind.rebind_columns`, with the
+            columns ``describe_schema`` listed; without a listed schema nothing changes). The
+            statement that ran is recorded as the action and the observation says what moved.
+        name: the tool's name (default ``execute``, or ``execute_rebound`` with ``rebind``: the
+            name is part of the flow's fingerprint, so the two never share records).
     """
     fmt = fmt or ObservationFormat()
+    name = name or ("execute_rebound" if rebind else "execute")
 
     def run_action(ctx: Context) -> ToolResult:
         env = ctx.env
@@ -93,6 +114,12 @@ def execute(command: str | None = None, *, fmt: ObservationFormat | None = None,
         if action.kind == "invalid":
             ep.count_turn(failed=True)
             return ToolResult(INVALID_ACTION, Observation(ok=False).meta())
+        note = ""
+        if rebind and action.kind == "execute" and ep.columns and statement_kind(action.command) == "SELECT":
+            rebound = rebind_columns(action.command, ep.columns)
+            if rebound.changed:
+                action = Action("execute", rebound.statement)
+                note = REBIND_NOTE.format(changes=", ".join(rebound.changes))
         observation, reward, done, info = env.step(action.as_env_action())
         if action.kind == "submit":
             ep.submitted(reward, info)
@@ -108,6 +135,7 @@ def execute(command: str | None = None, *, fmt: ObservationFormat | None = None,
         if text == "":
             text = "(no output)"
         repeated = fmt.flag_repeats and ep.last_action == action.command
+        text += note
         if repeated:
             text += REPEAT_NOTE
         ep.last_action = action.command
@@ -160,6 +188,7 @@ def describe_schema(*, name: str = "describe_schema") -> Tool:
         for t in names:
             cols, _, _, info = env.step(f"DESC `{t}`")
             if info.get("action_executed", True) and isinstance(cols, list):
+                ep.columns[t] = [str(c[0]) for c in cols]
                 described = ", ".join(f"{c[0]} {str(c[1]).split('(')[0]}" for c in cols)
                 lines.append(f"{t}({described})")
             else:
