@@ -18,11 +18,12 @@ exactly like the StateFlow flows, so the comparison stays on equal terms.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from stateflow.tasks.actions import parse_action
 from stateflow.tasks.blackboard import EpisodeVars, Observation
-from stateflow.tasks.grammar import THOUGHT_ACTION_GBNF
+from stateflow.tasks.grammar import ACTION_ONLY_GBNF, THOUGHT_ACTION_GBNF
 from stateflow.tasks.prompts import load_prompt
 from stateflow.tasks.tools import (
     REPEAT_NOTE,
@@ -141,6 +142,10 @@ def build_try_again(domain: str, *, fmt: ObservationFormat, grammar: bool = Fals
     )
 
 
+_REPLY_LINE = re.compile(r"^Reply with .*$", re.MULTILINE)
+_NO_THOUGHT = "Reply with one line and nothing else: Action: execute[<the statement>]."
+
+
 def build_oneshot(
     domain: str,
     *,
@@ -148,6 +153,7 @@ def build_oneshot(
     setup: Tool | None = None,
     grammar: bool = False,
     rebind: bool = False,
+    thought: bool = True,
 ) -> Flow:
     """One-shot: ``setup`` (if any) shows the context, the model writes one action, it is submitted.
 
@@ -158,11 +164,22 @@ def build_oneshot(
         grammar: constrain the reply with the Thought/Action grammar.
         rebind: SQL: columns read through the wrong alias are re-bound before the statement runs
             (see :func:`~stateflow.tasks.tools.execute`).
+        thought: the reply starts with a Thought line; off, it is only ``Action: execute[...]``
+            (the instruction's last line says so, and the grammar, when on, allows nothing else).
+
+    Raises:
+        ValueError: ``thought`` is off and the instruction has no "Reply with ..." line to replace.
     """
+    instruction = load_prompt(domain, "oneshot")
+    if not thought:
+        instruction, found = _REPLY_LINE.subn(_NO_THOUGHT, instruction)
+        if not found:
+            raise ValueError(f"prompts/{domain}/oneshot.md: no line starting 'Reply with' to replace (thought=False)")
+    answer_grammar = THOUGHT_ACTION_GBNF if thought else ACTION_ONLY_GBNF
     answer = State(
         "Answer",
-        Prompt(load_prompt(domain, "oneshot")),
-        LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None),
+        Prompt(instruction),
+        LLM(grammar=answer_grammar if grammar else None),
         execute(fmt=fmt, rebind=rebind),
         description="write one action",
     )

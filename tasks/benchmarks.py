@@ -84,6 +84,15 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
 }
 
 
+# Not the paper's: one-shot levers, each on top of the previous (docs/results.md, issue 15).
+# suffix, foreign keys in the schema, Thought line, description
+_SQL_ONESHOTS = (
+    ("_rebind", False, True, "One-shot whose statement has wrongly aliased columns re-bound"),
+    ("_keys", True, True, "oneshot_rebind with the foreign keys listed under the schema"),
+    ("_direct", True, False, "oneshot_keys answering with the statement only (no Thought)"),
+)
+
+
 def _sql_flow(switches: dict[str, bool]) -> Callable[[bool], Flow]:
     def build(grammar: bool) -> Flow:
         return build_sql_flow(grammar=grammar, **switches)
@@ -102,12 +111,17 @@ INTERCODE_SQL = Benchmark(
     methods={
         **{k: v for suffix, sw in _SQL_VARIANTS.items() for k, v in stateflow_methods(suffix, _sql_flow(sw)).items()},
         **baseline_methods("sql", _SQL_FMT, setup=describe_schema),
-        "oneshot_rebind": Method(
-            "oneshot_rebind",
-            lambda g: build_oneshot("sql", fmt=_SQL_FMT, setup=describe_schema(), grammar=g, rebind=True),
-            StateFlowView,
-            "One-shot whose statement has wrongly aliased columns re-bound",
-        ),
+        **{
+            f"oneshot{suffix}": Method(
+                f"oneshot{suffix}",
+                lambda g, keys=keys, thought=thought: build_oneshot(
+                    "sql", fmt=_SQL_FMT, setup=describe_schema(keys=keys), grammar=g, rebind=True, thought=thought
+                ),
+                StateFlowView,
+                about,
+            )
+            for suffix, keys, thought, about in _SQL_ONESHOTS
+        },
         **spec_agent_methods("sql", SQL_SPEC_DOMAIN, _SQL_FMT),
     },
     prompts_dir=PROMPTS_DIR / "sql",

@@ -12,8 +12,8 @@ table of that scope, which that table does not have, is moved to the one other t
 scope that has it. Nothing else changes. The statement is left as written (the database then
 reports the error as before) when no table or more than one table of the scope has the column,
 when a moved column would be compared with itself (``ON T1.x = T1.x``: the join would silently
-become a cross join), or when the statement does not parse. Names are compared case-insensitively, as MariaDB compares column
-names.
+become a cross join), or when the statement does not parse. Names are compared
+case-insensitively, as MariaDB compares column names.
 
 Parsing is `sqlglot <https://github.com/tobymao/sqlglot>`_'s (MySQL dialect): writing a SQL
 scope resolver by hand is exactly the code a maintained parser does better. A re-bound statement

@@ -166,12 +166,29 @@ def submit(*, name: str = "submit") -> Tool:
     return Tool(run_submit, name)
 
 
-def describe_schema(*, name: str = "describe_schema") -> Tool:
+FOREIGN_KEYS_SQL = (
+    "SELECT TABLE_NAME, COLUMN_NAME, REFERENCED_TABLE_NAME, REFERENCED_COLUMN_NAME "
+    "FROM information_schema.KEY_COLUMN_USAGE "
+    "WHERE TABLE_SCHEMA = DATABASE() AND REFERENCED_TABLE_NAME IS NOT NULL "
+    "ORDER BY TABLE_NAME, COLUMN_NAME"
+)
+
+
+def describe_schema(*, keys: bool = False, name: str | None = None) -> Tool:
     """A tool that lists every table with its columns, compactly: ``book(book_id int, title varchar)``.
 
     It runs ``SHOW TABLES`` and one ``DESC`` per table (no LLM call) and counts as one turn: it
     is the flow's own set-up, not an agent action. Used by the schema variant of the SQL flow.
+
+    Args:
+        keys: also list the foreign keys, one join per line (``loan.book_id = book.book_id``),
+            read from ``information_schema``: which columns join two tables is what small models
+            guess wrong most (docs/results.md, issue 15). Databases without declared keys show
+            none.
+        name: the tool's name (default ``describe_schema``, or ``describe_schema_keys`` with
+            ``keys``: the name is part of the flow's fingerprint).
     """
+    name = name or ("describe_schema_keys" if keys else "describe_schema")
 
     def run_schema(ctx: Context) -> ToolResult:
         env = ctx.env
@@ -194,6 +211,11 @@ def describe_schema(*, name: str = "describe_schema") -> Tool:
             else:
                 lines.append(f"{t}(?)")
         text = "Tables and their columns:\n" + "\n".join(lines)
+        if keys:
+            found, _, _, info = env.step(FOREIGN_KEYS_SQL)
+            if info.get("action_executed", True) and isinstance(found, list) and found:
+                joins = [f"{t}.{c} = {rt}.{rc}" for t, c, rt, rc in found]
+                text += "\nForeign keys (how the tables join):\n" + "\n".join(joins)
         return ToolResult(text, Observation(ok=True, action="SHOW TABLES", statement="SHOW").meta())
 
     return Tool(run_schema, name)
