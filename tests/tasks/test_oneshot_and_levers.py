@@ -162,3 +162,30 @@ def test_the_episode_reader_refuses_a_run_without_a_reset_sql_environment(sql_en
         reader(SimpleNamespace(env=sql_env), "SELECT 1")  # not reset yet
     sql_env.reset(0)
     assert reader(SimpleNamespace(env=sql_env), "SELECT count(*) FROM book") == ((10,),)
+
+
+def test_oneshot_keys_lists_the_foreign_keys_under_the_schema(sql_env):
+    flow, view = build_method("oneshot_keys", default_registry().get("intercode-sql"))
+    r, srv = _run(flow, sql_env, [f"Thought: t\nAction: execute[{sql_env.task(0).gold}]"], view)
+    prompt = "\n".join(m["content"] for m in srv.requests[0]["messages"])
+    joins = prompt.split("Foreign keys (how the tables join):\n", 1)[1].splitlines()[:3]
+    assert joins == [
+        "book.author_id = author.author_id",
+        "loan.book_id = book.book_id",
+        "loan.member_id = member.member_id",
+    ]
+    episode = episode_vars(r)
+    assert episode.reward == 1.0 and episode.turns == 2  # the key lookup is part of the set-up turn
+
+
+def test_oneshot_direct_asks_for_the_statement_only_and_constrains_it(sql_env):
+    from stateflow.tasks.grammar import ACTION_ONLY_GBNF
+
+    flow, view = build_method("oneshot_direct", default_registry().get("intercode-sql"), grammar=True)
+    r, srv = _run(flow, sql_env, [f"Action: execute[{sql_env.task(0).gold}]"], view)
+    request = srv.requests[0]
+    assert request["grammar"] == ACTION_ONLY_GBNF
+    instruction = request["messages"][-1]["content"]
+    assert instruction.endswith("Reply with one line and nothing else: Action: execute[<the statement>].")
+    assert "Thought" not in instruction
+    assert episode_vars(r).reward == 1.0
