@@ -33,6 +33,7 @@ from dataclasses import replace as dc_replace
 from stateflow.tasks.actions import parse_action
 from stateflow.tasks.grammar import THOUGHT_ACTION_GBNF, describe_table_grammar
 from stateflow.tasks.prompts import load_prompt
+from stateflow.tasks.sql_rebind import RebindingExecutor
 from stateflow.tasks.tools import (
     ObservationFormat,
     action_failed,
@@ -244,16 +245,19 @@ def submit_on_success(flow: Flow) -> Flow:
     return _rebuilt(flow, states, flow.transitions).variant(flow.name, drop=["Verify"], reroute={"Verify": "Submit"})
 
 
-def with_vote(flow: Flow, *, k: int = 5, state: str = "Solve") -> Flow:
+def with_vote(flow: Flow, *, k: int = 5, state: str = "Solve", rebind: bool = False) -> Flow:
     """``state`` answers by execution-guided self-consistency: :class:`~stateflow.vote.Vote` samples
     ``k`` statements, runs each read-only on the task's database
     (:class:`~stateflow.envs.sql.readonly.EpisodeReader`) and keeps the one whose result most
-    candidates share. Each candidate is traced with its usage.
+    candidates share. Each candidate is traced with its usage. With ``rebind``, candidates are
+    re-bound before they run (:class:`~stateflow.tasks.sql_rebind.RebindingExecutor`), as the
+    flow's own ``execute(rebind=True)`` will run the winner.
     """
     from stateflow.envs.sql.readonly import EpisodeReader  # here: defining other flows needs no MySQL driver
 
     target = flow.states[state]
-    vote = Vote(parse=executed_statement, executor=EpisodeReader(), k=k)
+    reader = EpisodeReader()
+    vote = Vote(parse=executed_statement, executor=RebindingExecutor(reader) if rebind else reader, k=k)
     outs = [dc_replace(o, vote=vote) if isinstance(o, LLM) else o for o in target.outputs]
     return flow.variant(flow.name, replace=[target.with_outputs(*outs)])
 
@@ -313,7 +317,7 @@ def build_sql_flow(
     if not verify_then_submit:
         flow = submit_on_success(flow)
     if vote:
-        flow = with_vote(flow, k=vote)
+        flow = with_vote(flow, k=vote, rebind=rebind)
     # Applied in this order so added instructions read in the order the original builder wrote them.
     for off, derive in (
         (not verify, without_verify),

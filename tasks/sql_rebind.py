@@ -22,10 +22,15 @@ is printed back by sqlglot, so its spacing and keyword case may differ from the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["Rebound", "rebind_columns"]
+from stateflow.tasks.blackboard import EpisodeVars
+
+from stateflow import Context
+
+__all__ = ["RebindingExecutor", "Rebound", "rebind_columns"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +98,22 @@ def _compares_with_itself(eq: object) -> bool:
     assert isinstance(eq, exp.EQ)
     left, right = eq.left, eq.right
     return isinstance(left, exp.Column) and isinstance(right, exp.Column) and left == right
+
+
+@dataclass(frozen=True)
+class RebindingExecutor:
+    """A :class:`~stateflow.vote.Vote` executor that re-binds a candidate's columns before running
+    it with ``inner``, by the same rule as ``execute(rebind=True)``, so voting and acting agree
+    on what a statement means.
+
+    Uses the columns ``describe_schema`` listed in the episode; without them the statement runs
+    as written.
+    """
+
+    inner: Callable[[Context, Hashable], Any]
+
+    def __call__(self, ctx: Context, statement: Hashable) -> Any:
+        columns = EpisodeVars.of(ctx).columns
+        if isinstance(statement, str) and columns:
+            statement = rebind_columns(statement, columns).statement
+        return self.inner(ctx, statement)

@@ -128,3 +128,29 @@ def test_rebind_is_part_of_the_flow_identity():
     assert "execute_rebound" in [
         o.name for o in build_method("sf_agent_rebind", bench)[0].states["Solve"].outputs if hasattr(o, "name")
     ]
+
+
+def _run_flow(flow, env, replies):
+    it = iter(replies)
+    with FakeOpenAIServer(lambda *a: next(it)) as srv:
+        env.reset(0)
+        profile = ModelProfile(name="lc", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
+        return run(flow, env.task(0).query, models=profile, env=env, vars={"max_turns": 10})
+
+
+def test_voting_with_rebind_counts_a_misbound_candidate_by_what_it_will_run(sql_env):
+    from stateflow.tasks.intercode_sql import build_sql_flow
+
+    gold = sql_env.task(0).gold  # SELECT count(*) FROM book -> 10
+    candidates = [MISBOUND, "Thought: t\nAction: execute[SELECT 7]", MISBOUND, f"Thought: t\nAction: execute[{gold}]"]
+    candidates.append("Thought: t\nAction: execute[SELECT 7]")
+    results = {}
+    for rebind in (False, True):
+        flow = build_sql_flow(schema=True, vote=5, rebind=rebind, verify_then_submit=False)
+        r = _run_flow(flow, sql_env, candidates)
+        won = next(s for s in r.steps if s.detail.get("won"))
+        results[rebind] = (won.output, won.detail["votes"], episode_vars(r).reward)
+    # as written, the misbound count fails: SELECT 7 (two votes) beats the gold (one)
+    assert results[False] == ("llm[candidate 1]", 2, 0.0)
+    # re-bound, the two misbound counts agree with the gold: three votes, and the winner runs re-bound
+    assert results[True] == ("llm[candidate 0]", 3, 1.0)
