@@ -71,6 +71,10 @@ class Vote:
         k: the number of candidates.
         temperature: the sampling temperature of every candidate (must be > 0 to differ).
         seed: the first candidate's seed; candidate i uses ``seed + i``.
+        greedy_first: candidate 0 is asked with the request's own settings (the model's greedy
+            reply when the profile's temperature is 0), the others are sampled. Ties go to the
+            first candidate, so when no result has a majority the vote falls back to the reply
+            the state would have written without voting, not to a random sample.
     """
 
     parse: ActionParser
@@ -78,6 +82,7 @@ class Vote:
     k: int = 5
     temperature: float = 0.7
     seed: int = 0
+    greedy_first: bool = False
 
     def __post_init__(self) -> None:
         if not callable(self.parse) or not callable(self.executor):
@@ -101,4 +106,6 @@ class Vote:
 
     def fields(self, base: dict[str, Any], i: int) -> dict[str, Any]:
         """The request fields of candidate ``i``."""
+        if self.greedy_first and i == 0:
+            return dict(base)
         return {**base, "temperature": self.temperature, "seed": self.seed + i}

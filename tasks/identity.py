@@ -113,6 +113,7 @@ def _levers(out: LLM) -> dict[str, Any]:
             "k": v.k,
             "temperature": v.temperature,
             "seed": v.seed,
+            **({"greedy_first": True} if v.greedy_first else {}),  # only when set: older fingerprints hold
         }
     return levers
 

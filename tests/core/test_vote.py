@@ -82,3 +82,14 @@ def test_bad_settings_are_refused():
         Vote(parse, fake_executor([]), temperature=0.0)
     with pytest.raises(ValueError, match="k must"):
         Vote(parse, fake_executor([]), k=0)
+
+
+def test_greedy_first_asks_candidate_0_with_the_request_settings_and_a_tie_falls_back_to_it():
+    seen: list[str] = []
+    llm = ScriptedLLM([reply("C"), reply("B"), reply("X")])  # three different outcomes: no majority
+    vote = Vote(parse, fake_executor([]), k=3, greedy_first=True)
+    run(vote_flow(vote, seen), "T", models=scripted(), scripts={"fake": llm})
+    assert seen == ["C"]  # the tie goes to the greedy reply
+    first, *rest = llm.requests
+    assert first.params.get("temperature") != 0.7 and "seed" not in first.params
+    assert [(q.params["temperature"], q.params["seed"]) for q in rest] == [(0.7, 1), (0.7, 2)]
