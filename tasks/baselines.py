@@ -36,6 +36,7 @@ from stateflow.tasks.tools import (
 )
 
 from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolResult, Transition, meta_is
+from stateflow.vote import Vote
 
 __all__ = ["build_oneshot", "build_plan_solve", "build_react", "build_try_again"]
 
@@ -154,6 +155,7 @@ def build_oneshot(
     grammar: bool = False,
     rebind: bool = False,
     thought: bool = True,
+    vote: Vote | None = None,
 ) -> Flow:
     """One-shot: ``setup`` (if any) shows the context, the model writes one action, it is submitted.
 
@@ -166,6 +168,7 @@ def build_oneshot(
             (see :func:`~stateflow.tasks.tools.execute`).
         thought: the reply starts with a Thought line; off, it is only ``Action: execute[...]``
             (the instruction's last line says so, and the grammar, when on, allows nothing else).
+        vote: the answer is chosen by execution-guided self-consistency (:class:`~stateflow.vote.Vote`).
 
     Raises:
         ValueError: ``thought`` is off and the instruction has no "Reply with ..." line to replace.
@@ -179,7 +182,7 @@ def build_oneshot(
     answer = State(
         "Answer",
         Prompt(instruction),
-        LLM(grammar=answer_grammar if grammar else None),
+        LLM(grammar=answer_grammar if grammar else None, vote=vote),
         execute(fmt=fmt, rebind=rebind),
         description="write one action",
     )

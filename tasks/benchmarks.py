@@ -13,7 +13,7 @@ from stateflow.envs.base import Environment, Task
 from stateflow.tasks.baselines import build_oneshot
 from stateflow.tasks.benchmark import Benchmark, DatasetRequest, EnvOptions, Method
 from stateflow.tasks.intercode_bash import build_bash_flow
-from stateflow.tasks.intercode_sql import build_sql_flow
+from stateflow.tasks.intercode_sql import build_sql_flow, executed_statement
 from stateflow.tasks.methods import baseline_methods, spec_agent_methods, stateflow_methods
 from stateflow.tasks.pdoctor import build_planning_flow, build_react_flow, dataset_label
 from stateflow.tasks.prompts import PROMPTS_DIR
@@ -21,6 +21,7 @@ from stateflow.tasks.spec_prompts import BASH_SPEC_DOMAIN, SQL_SPEC_DOMAIN
 from stateflow.tasks.tools import ObservationFormat, describe_schema
 
 from stateflow import Flow, StateFlowView
+from stateflow.vote import Vote
 
 __all__ = ["BUILTIN_BENCHMARKS", "INTERCODE_BASH", "INTERCODE_SQL", "PDOCTOR"]
 
@@ -85,12 +86,28 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
 
 
 # Not the paper's: one-shot levers measured on the development sample (docs/results.md, issue 15).
-# suffix, foreign keys in the schema, Thought line, description
+# suffix, foreign keys in the schema, Thought line, Vote k (0: none), description
 _SQL_ONESHOTS = (
-    ("_rebind", False, True, "One-shot whose statement has wrongly aliased columns re-bound"),
-    ("_keys", True, True, "oneshot_rebind with the foreign keys listed under the schema"),
-    ("_direct", False, False, "oneshot_rebind answering with the statement only (no Thought)"),
+    ("_rebind", False, True, 0, "One-shot whose statement has wrongly aliased columns re-bound"),
+    ("_keys", True, True, 0, "oneshot_rebind with the foreign keys listed under the schema"),
+    ("_direct", False, False, 0, "oneshot_rebind answering with the statement only (no Thought)"),
+    ("_vote", False, True, 5, "oneshot_rebind choosing among 5 replies (greedy + 4 sampled) by their results"),
+    ("_direct_vote", False, False, 5, "oneshot_direct choosing among 5 replies (greedy + 4 sampled) by their results"),
 )
+
+
+def _sql_oneshot(keys: bool, thought: bool, k: int) -> Callable[[bool], Flow]:
+    def build(grammar: bool) -> Flow:
+        vote = None
+        if k:
+            from stateflow.envs.sql.readonly import EpisodeReader  # here: listing methods needs no MySQL driver
+            from stateflow.tasks.sql_rebind import RebindingExecutor
+
+            vote = Vote(executed_statement, RebindingExecutor(EpisodeReader()), k=k, greedy_first=True)
+        setup = describe_schema(keys=keys)
+        return build_oneshot("sql", fmt=_SQL_FMT, setup=setup, grammar=grammar, rebind=True, thought=thought, vote=vote)
+
+    return build
 
 
 def _sql_flow(switches: dict[str, bool]) -> Callable[[bool], Flow]:
@@ -112,15 +129,8 @@ INTERCODE_SQL = Benchmark(
         **{k: v for suffix, sw in _SQL_VARIANTS.items() for k, v in stateflow_methods(suffix, _sql_flow(sw)).items()},
         **baseline_methods("sql", _SQL_FMT, setup=describe_schema),
         **{
-            f"oneshot{suffix}": Method(
-                f"oneshot{suffix}",
-                lambda g, keys=keys, thought=thought: build_oneshot(
-                    "sql", fmt=_SQL_FMT, setup=describe_schema(keys=keys), grammar=g, rebind=True, thought=thought
-                ),
-                StateFlowView,
-                about,
-            )
-            for suffix, keys, thought, about in _SQL_ONESHOTS
+            f"oneshot{suffix}": Method(f"oneshot{suffix}", _sql_oneshot(keys, thought, k), StateFlowView, about)
+            for suffix, keys, thought, k, about in _SQL_ONESHOTS
         },
         **spec_agent_methods("sql", SQL_SPEC_DOMAIN, _SQL_FMT),
     },

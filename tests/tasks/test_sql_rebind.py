@@ -154,3 +154,21 @@ def test_voting_with_rebind_counts_a_misbound_candidate_by_what_it_will_run(sql_
     assert results[False] == ("llm[candidate 1]", 2, 0.0)
     # re-bound, the two misbound counts agree with the gold: three votes, and the winner runs re-bound
     assert results[True] == ("llm[candidate 0]", 3, 1.0)
+
+
+def test_oneshot_vote_keeps_the_greedy_reply_first_and_votes_on_rebound_results(sql_env):
+    flow, view = build_method("oneshot_vote", default_registry().get("intercode-sql"))
+    gold = sql_env.task(0).gold
+    # greedy: an unrelated count; two samples agree with the gold once re-bound
+    replies = ["Thought: t\nAction: execute[SELECT 7]", MISBOUND, "Thought: t\nAction: execute[SELECT 8]"]
+    replies += [f"Thought: t\nAction: execute[{gold}]", "Thought: t\nAction: execute[SELECT nope FROM book]"]
+    it = iter(replies)
+    with FakeOpenAIServer(lambda *a: next(it)) as srv:
+        sql_env.reset(0)
+        profile = ModelProfile(name="lc", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
+        r = run(flow, sql_env.task(0).query, models=profile, env=sql_env, vars={"max_turns": 10}, view=view)
+    assert [q.get("temperature") for q in srv.requests] == [srv.requests[0].get("temperature")] + [0.7] * 4
+    assert srv.requests[0].get("temperature") != 0.7
+    won = next(s for s in r.steps if s.detail.get("won"))
+    assert (won.output, won.detail["votes"]) == ("llm[candidate 1]", 2)
+    assert episode_vars(r).reward == 1.0 and r.path[-2:] == ["Submit", "End"]
