@@ -80,6 +80,17 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
         "verify_then_submit": False,
         "rebind": True,
     },
+    # _rebind answering without a Thought line (Action only)
+    "_direct": {
+        "schema": True,
+        "guard": True,
+        "cut": True,
+        "column_order": True,
+        "examples": False,
+        "verify_then_submit": False,
+        "rebind": True,
+        "thoughts": False,
+    },
     # _tuned whose Solve votes over 5 sampled statements run read-only (execution-guided self-consistency)
     "_vote": {"schema": True, "guard": True, "cut": True, "column_order": True, "vote": 5},
 }

@@ -10,7 +10,7 @@ from stateflow.tasks.blackboard import EpisodeVars
 
 from stateflow import Context
 
-__all__ = ["ACTION_ONLY_GBNF", "EXECUTE_ONLY_GBNF", "THOUGHT_ACTION_GBNF", "describe_table_grammar"]
+__all__ = ["ACTION_GBNF", "ACTION_ONLY_GBNF", "EXECUTE_ONLY_GBNF", "THOUGHT_ACTION_GBNF", "describe_table_grammar"]
 
 _COMMON = r"""thought ::= [^\n]{1,200}
 command ::= [^\n]{1,600}
@@ -30,6 +30,13 @@ EXECUTE_ONLY_GBNF = (
     + _COMMON
 )
 """Thought line, then ``execute[...]``: for states where submitting makes no sense (Observe)."""
+
+ACTION_GBNF = r"""root ::= "Action: " action
+action ::= "submit" | "execute[" command "]"
+command ::= [^\n]{1,600}
+"""
+"""``Action: execute[...]`` or ``Action: submit``, without a Thought line (flows derived with
+:func:`stateflow.tasks.intercode_sql.without_thoughts`)."""
 
 ACTION_ONLY_GBNF = r"""root ::= "Action: execute[" command "]"
 command ::= [^\n]{1,600}

@@ -31,7 +31,13 @@ from collections.abc import Hashable
 from dataclasses import replace as dc_replace
 
 from stateflow.tasks.actions import parse_action
-from stateflow.tasks.grammar import THOUGHT_ACTION_GBNF, describe_table_grammar
+from stateflow.tasks.grammar import (
+    ACTION_GBNF,
+    ACTION_ONLY_GBNF,
+    EXECUTE_ONLY_GBNF,
+    THOUGHT_ACTION_GBNF,
+    describe_table_grammar,
+)
 from stateflow.tasks.prompts import load_prompt
 from stateflow.tasks.sql_rebind import RebindingExecutor
 from stateflow.tasks.tools import (
@@ -46,7 +52,7 @@ from stateflow.tasks.tools import (
     turns_exhausted,
 )
 
-from stateflow import ANY, LLM, Flow, Prompt, State, Transition
+from stateflow import ANY, LLM, Flow, Prompt, State, Tool, Transition
 from stateflow.degenerate import DegenerateCut
 from stateflow.repetition import RepeatGuard, repeated_action
 from stateflow.vote import Vote
@@ -66,6 +72,7 @@ __all__ = [
     "without_error",
     "without_examples",
     "without_observe",
+    "without_thoughts",
     "without_verify",
 ]
 
@@ -168,8 +175,14 @@ def with_schema(flow: Flow) -> Flow:
 _WORKED_EXAMPLE = re.compile(r"^Examples? of this step.*?(?=^Now your step)", re.DOTALL | re.MULTILINE)
 
 
-def _rebuilt(flow: Flow, states: dict[str, State], rules: list[Transition] | tuple[Transition, ...]) -> Flow:
-    """``flow`` with these states (a new one may be added) and rules; name, limits and messages kept.
+def _rebuilt(
+    flow: Flow,
+    states: dict[str, State],
+    rules: list[Transition] | tuple[Transition, ...],
+    system_message: str | None = None,
+) -> Flow:
+    """``flow`` with these states (a new one may be added) and rules; name, limits and messages
+    kept unless ``system_message`` replaces the system message.
 
     :meth:`Flow.variant` only replaces or drops states; a derivation that adds one builds here.
     """
@@ -179,9 +192,46 @@ def _rebuilt(flow: Flow, states: dict[str, State], rules: list[Transition] | tup
         states=list(states.values()),
         transitions=rules,
         max_transitions=flow.max_transitions,
-        system_message=flow.system_message,
+        system_message=flow.system_message if system_message is None else system_message,
         description=flow.description,
     )
+
+
+_THOUGHT_LINE = re.compile(r"^Thought:.*\n", re.MULTILINE)
+_TWO_LINES = "Every reply has exactly two lines:"
+_NO_THOUGHT_GRAMMAR = {THOUGHT_ACTION_GBNF: ACTION_GBNF, EXECUTE_ONLY_GBNF: ACTION_ONLY_GBNF}
+
+
+def without_thoughts(flow: Flow) -> Flow:
+    """Every reply is one line, ``Action: ...``, with no Thought before it (not the paper's flow).
+
+    The system message's reply format and the worked examples lose their Thought lines, and
+    each Thought/Action grammar becomes the action-only one. Why a switch: on the development
+    sample the 1.5B model's one-shot answers were better without the Thought (docs/results.md,
+    issue 15); the Thought is where it plans joins the question does not need.
+
+    Raises:
+        ValueError: the system message does not state the two-line format this rewrites (the
+            prompt was edited), or a state's grammar is a function (it cannot be rewritten).
+    """
+    system = flow.system_message or ""
+    if _TWO_LINES not in system:
+        raise ValueError(f"without_thoughts: the system message has no {_TWO_LINES!r} line to rewrite")
+    system = _THOUGHT_LINE.sub("", system.replace(_TWO_LINES, "Every reply is exactly one line:"))
+
+    def one_line(out: Prompt | LLM | Tool) -> Prompt | LLM | Tool:
+        if isinstance(out, Prompt):
+            return Prompt(_THOUGHT_LINE.sub("", out.text))
+        if isinstance(out, LLM) and out.grammar is not None:
+            if not isinstance(out.grammar, str):
+                raise ValueError(f"without_thoughts: grammar {out.grammar!r} is a function; give a text grammar")
+            return dc_replace(out, grammar=_NO_THOUGHT_GRAMMAR.get(out.grammar, out.grammar))
+        return out
+
+    states = {n: s.with_outputs(*(one_line(o) for o in s.outputs)) for n, s in flow.states.items()}
+    rules = [Transition(ANY if r.sources is ANY else [states[n] for n in r.sources], states[r.target], r.when)
+             for r in flow.transitions]  # fmt: skip
+    return _rebuilt(flow, states, rules, system_message=system)
 
 
 def without_examples(flow: Flow) -> Flow:
@@ -277,6 +327,7 @@ def build_sql_flow(
     verify_then_submit: bool = True,
     vote: int = 0,
     rebind: bool = False,
+    thoughts: bool = True,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -296,6 +347,8 @@ def build_sql_flow(
         verify_then_submit: off: the first SELECT that runs is submitted (:func:`submit_on_success`).
         vote: ``k > 0``: Solve votes over ``k`` sampled statements (:func:`with_vote`).
         rebind: as in :func:`sql_flow` (takes effect with ``schema``).
+        thoughts: off: every reply is ``Action: ...`` alone (:func:`without_thoughts`; needs
+            ``schema``, since Observe's grammar is a function of the listed tables).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -316,6 +369,10 @@ def build_sql_flow(
         flow = without_examples(flow)
     if not verify_then_submit:
         flow = submit_on_success(flow)
+    if not thoughts:
+        if not schema:
+            raise ValueError("thoughts=False needs schema=True (Observe's grammar cannot be rewritten)")
+        flow = without_thoughts(flow)
     if vote:
         flow = with_vote(flow, k=vote, rebind=rebind)
     # Applied in this order so added instructions read in the order the original builder wrote them.

@@ -189,3 +189,35 @@ def test_oneshot_direct_asks_for_the_statement_only_and_constrains_it(sql_env):
     assert instruction.endswith("Reply with one line and nothing else: Action: execute[<the statement>].")
     assert "Thought" not in instruction
     assert episode_vars(r).reward == 1.0
+
+
+def test_the_direct_variant_asks_for_actions_only_and_repairs_a_failure(sql_env):
+    from stateflow.tasks.grammar import ACTION_GBNF
+
+    flow, view = build_method("sf_agent_direct", default_registry().get("intercode-sql"), grammar=True)
+    assert "Thought" not in flow.system_message and "exactly one line" in flow.system_message
+    gold = sql_env.task(0).gold
+    r, srv = _run(flow, sql_env, ["Action: execute[SELECT nope FROM book]", f"Action: execute[{gold}]"], view)
+    assert r.path == ["Init", "Solve", "Error", "Submit", "End"]
+    assert [q["grammar"] for q in srv.requests] == [ACTION_GBNF, ACTION_GBNF]
+    assert not any("Thought:" in m["content"] for q in srv.requests for m in q["messages"])
+    assert episode_vars(r).reward == 1.0
+
+
+def test_without_thoughts_refuses_a_system_message_it_cannot_rewrite():
+    from stateflow.tasks.intercode_sql import build_sql_flow, without_thoughts
+
+    from stateflow import Flow
+
+    flow = build_sql_flow(schema=True)
+    edited = Flow(
+        flow.name,
+        initial=flow.states[flow.initial],
+        states=list(flow.states.values()),
+        transitions=flow.transitions,
+        system_message="Answer in JSON.",
+    )
+    with pytest.raises(ValueError, match="two lines"):
+        without_thoughts(edited)
+    with pytest.raises(ValueError, match="schema"):
+        build_sql_flow(thoughts=False)
