@@ -97,17 +97,18 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
 
 
 # Not the paper's: one-shot levers measured on the development sample (docs/results.md, issue 15).
-# suffix, foreign keys in the schema, Thought line, Vote k (0: none), description
+# suffix, schema as CREATE TABLE lines, foreign keys in the schema, Thought line, Vote k (0: none), description
 _SQL_ONESHOTS = (
-    ("_rebind", False, True, 0, "One-shot whose statement has wrongly aliased columns re-bound"),
-    ("_keys", True, True, 0, "oneshot_rebind with the foreign keys listed under the schema"),
-    ("_direct", False, False, 0, "oneshot_rebind answering with the statement only (no Thought)"),
-    ("_vote", False, True, 5, "oneshot_rebind choosing among 5 replies (greedy + 4 sampled) by their results"),
-    ("_direct_vote", False, False, 5, "oneshot_direct choosing among 5 replies (greedy + 4 sampled) by their results"),
+    ("_rebind", False, False, True, 0, "One-shot whose statement has wrongly aliased columns re-bound"),
+    ("_keys", False, True, True, 0, "oneshot_rebind with the foreign keys listed under the schema"),
+    ("_direct", False, False, False, 0, "oneshot_rebind answering with the statement only (no Thought)"),
+    ("_direct_ddl", True, False, False, 0, "oneshot_direct with the schema as CREATE TABLE lines"),
+    ("_vote", False, False, True, 5, "oneshot_rebind choosing among 5 replies (greedy + 4 sampled) by their results"),
+    ("_direct_vote", False, False, False, 5, "oneshot_direct choosing among 5 replies (greedy + 4 sampled)"),
 )
 
 
-def _sql_oneshot(keys: bool, thought: bool, k: int) -> Callable[[bool], Flow]:
+def _sql_oneshot(ddl: bool, keys: bool, thought: bool, k: int) -> Callable[[bool], Flow]:
     def build(grammar: bool) -> Flow:
         vote = None
         if k:
@@ -115,7 +116,7 @@ def _sql_oneshot(keys: bool, thought: bool, k: int) -> Callable[[bool], Flow]:
             from stateflow.tasks.sql_rebind import RebindingExecutor
 
             vote = Vote(executed_statement, RebindingExecutor(EpisodeReader()), k=k, greedy_first=True)
-        setup = describe_schema(keys=keys)
+        setup = describe_schema(keys=keys, ddl=ddl)
         return build_oneshot("sql", fmt=_SQL_FMT, setup=setup, grammar=grammar, rebind=True, thought=thought, vote=vote)
 
     return build
@@ -140,8 +141,8 @@ INTERCODE_SQL = Benchmark(
         **{k: v for suffix, sw in _SQL_VARIANTS.items() for k, v in stateflow_methods(suffix, _sql_flow(sw)).items()},
         **baseline_methods("sql", _SQL_FMT, setup=describe_schema),
         **{
-            f"oneshot{suffix}": Method(f"oneshot{suffix}", _sql_oneshot(keys, thought, k), StateFlowView, about)
-            for suffix, keys, thought, k, about in _SQL_ONESHOTS
+            f"oneshot{suffix}": Method(f"oneshot{suffix}", _sql_oneshot(ddl, keys, thought, k), StateFlowView, about)
+            for suffix, ddl, keys, thought, k, about in _SQL_ONESHOTS
         },
         **spec_agent_methods("sql", SQL_SPEC_DOMAIN, _SQL_FMT),
     },

@@ -174,7 +174,7 @@ FOREIGN_KEYS_SQL = (
 )
 
 
-def describe_schema(*, keys: bool = False, name: str | None = None) -> Tool:
+def describe_schema(*, keys: bool = False, ddl: bool = False, name: str | None = None) -> Tool:
     """A tool that lists every table with its columns, compactly: ``book(book_id int, title varchar)``.
 
     It runs ``SHOW TABLES`` and one ``DESC`` per table (no LLM call) and counts as one turn: it
@@ -185,10 +185,12 @@ def describe_schema(*, keys: bool = False, name: str | None = None) -> Tool:
             read from ``information_schema``: which columns join two tables is what small models
             guess wrong most (docs/results.md, issue 15). Databases without declared keys show
             none.
-        name: the tool's name (default ``describe_schema``, or ``describe_schema_keys`` with
-            ``keys``: the name is part of the flow's fingerprint).
+        ddl: write each table as a one-line ``CREATE TABLE book (book_id int, title varchar);``,
+            the form code models meet in their training data, instead of ``book(...)``.
+        name: the tool's name (default ``describe_schema``, with ``_ddl`` and ``_keys`` appended
+            for those options: the name is part of the flow's fingerprint).
     """
-    name = name or ("describe_schema_keys" if keys else "describe_schema")
+    name = name or "describe_schema" + ("_ddl" if ddl else "") + ("_keys" if keys else "")
 
     def run_schema(ctx: Context) -> ToolResult:
         env = ctx.env
@@ -207,10 +209,10 @@ def describe_schema(*, keys: bool = False, name: str | None = None) -> Tool:
             if info.get("action_executed", True) and isinstance(cols, list):
                 ep.columns[t] = [str(c[0]) for c in cols]
                 described = ", ".join(f"{c[0]} {str(c[1]).split('(')[0]}" for c in cols)
-                lines.append(f"{t}({described})")
             else:
-                lines.append(f"{t}(?)")
-        text = "Tables and their columns:\n" + "\n".join(lines)
+                described = "?"
+            lines.append(f"CREATE TABLE {t} ({described});" if ddl else f"{t}({described})")
+        text = ("The database:\n" if ddl else "Tables and their columns:\n") + "\n".join(lines)
         if keys:
             found, _, _, info = env.step(FOREIGN_KEYS_SQL)
             if info.get("action_executed", True) and isinstance(found, list) and found:

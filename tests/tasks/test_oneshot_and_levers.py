@@ -221,3 +221,15 @@ def test_without_thoughts_refuses_a_system_message_it_cannot_rewrite():
         without_thoughts(edited)
     with pytest.raises(ValueError, match="schema"):
         build_sql_flow(thoughts=False)
+
+
+def test_oneshot_direct_ddl_shows_each_table_as_a_create_table_line(sql_env):
+    flow, view = build_method("oneshot_direct_ddl", default_registry().get("intercode-sql"))
+    r, srv = _run(flow, sql_env, [f"Action: execute[{sql_env.task(0).gold}]"], view)
+    prompt = "\n".join(m["content"] for m in srv.requests[0]["messages"])
+    schema = prompt.split("The database:\n", 1)[1].splitlines()[:4]
+    book = "CREATE TABLE book (book_id int, title varchar, author_id int, year int, pages int, genre varchar);"
+    assert schema[1] == book
+    assert all(line.startswith("CREATE TABLE ") and line.endswith(");") for line in schema)
+    assert "Tables and their columns" not in prompt
+    assert episode_vars(r).reward == 1.0
