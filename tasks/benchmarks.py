@@ -91,6 +91,18 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
         "rebind": True,
         "thoughts": False,
     },
+    # _direct whose "Unknown column" errors say which tables have the column
+    "_hint": {
+        "schema": True,
+        "guard": True,
+        "cut": True,
+        "column_order": True,
+        "examples": False,
+        "verify_then_submit": False,
+        "rebind": True,
+        "thoughts": False,
+        "hint": True,
+    },
     # _tuned whose Solve votes over 5 sampled statements run read-only (execution-guided self-consistency)
     "_vote": {"schema": True, "guard": True, "cut": True, "column_order": True, "vote": 5},
 }

@@ -83,6 +83,7 @@ def sql_flow(
     resample_repeats: bool = True,
     fmt: ObservationFormat | None = None,
     rebind: bool = False,
+    hint: bool = False,
 ) -> Flow:
     """The paper's SQL flow (rules in the module docstring).
 
@@ -97,11 +98,13 @@ def sql_flow(
         rebind: columns read through the wrong table alias are re-bound before a SELECT runs
             (:func:`~stateflow.tasks.tools.execute`; needs the schema set-up of :func:`with_schema`
             to know the columns, otherwise nothing changes). Not the paper's flow.
+        hint: an "Unknown column" error says which tables have the column
+            (:func:`~stateflow.tasks.tools.execute`; also needs the schema set-up). Not the paper's flow.
     """
     retry = repeats_last_action if resample_repeats else None
     llm = LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=retry)
     look = LLM(grammar=describe_table_grammar if grammar else None, retry_when=retry)  # DESC a listed table
-    act = execute(fmt=fmt, rebind=rebind)
+    act = execute(fmt=fmt, rebind=rebind, hint=hint)
     init = State(
         "Init", execute("SHOW TABLES", fmt=fmt, name="show_tables"), description="list the tables (no LLM call)"
     )
@@ -327,6 +330,7 @@ def build_sql_flow(
     verify_then_submit: bool = True,
     vote: int = 0,
     rebind: bool = False,
+    hint: bool = False,
     thoughts: bool = True,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
@@ -346,7 +350,7 @@ def build_sql_flow(
         examples: keep each state's worked example (off: :func:`without_examples`).
         verify_then_submit: off: the first SELECT that runs is submitted (:func:`submit_on_success`).
         vote: ``k > 0``: Solve votes over ``k`` sampled statements (:func:`with_vote`).
-        rebind: as in :func:`sql_flow` (takes effect with ``schema``).
+        rebind, hint: as in :func:`sql_flow` (take effect with ``schema``).
         thoughts: off: every reply is ``Action: ...`` alone (:func:`without_thoughts`; needs
             ``schema``, since Observe's grammar is a function of the listed tables).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
@@ -358,7 +362,9 @@ def build_sql_flow(
     if not (verify or error):
         raise ValueError("the SQL flow needs Verify or Error to handle failed statements")
     flow = with_levers(
-        sql_flow(grammar=grammar, resample_repeats=resample_repeats, fmt=fmt, rebind=rebind), guard=guard, cut=cut
+        sql_flow(grammar=grammar, resample_repeats=resample_repeats, fmt=fmt, rebind=rebind, hint=hint),
+        guard=guard,
+        cut=cut,
     )
     base = flow.name + ("-schema" if schema else "")
     if schema:

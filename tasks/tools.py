@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from stateflow.tasks.actions import Action, parse_action, statement_kind
 from stateflow.tasks.blackboard import EpisodeVars, Observation
+from stateflow.tasks.sql_hints import unknown_column_hint
 from stateflow.tasks.sql_rebind import rebind_columns
 
 from stateflow import Condition, Context, Kind, Tool, ToolResult, meta_is, predicate
@@ -81,6 +82,7 @@ def execute(
     *,
     fmt: ObservationFormat | None = None,
     rebind: bool = False,
+    hint: bool = False,
     name: str | None = None,
 ) -> Tool:
     """A tool that runs ``command`` (or the action parsed from the last LLM message).
@@ -95,11 +97,14 @@ def execute(
             the table that has them (:func:`~stateflow.tasks.sql_rebind.rebind_columns`, with the
             columns ``describe_schema`` listed; without a listed schema nothing changes). The
             statement that ran is recorded as the action and the observation says what moved.
-        name: the tool's name (default ``execute``, or ``execute_rebound`` with ``rebind``: the
-            name is part of the flow's fingerprint, so the two never share records).
+        hint: SQL: under an "Unknown column" error, say which tables have the column (or which
+            names are similar), from the columns ``describe_schema`` listed
+            (:func:`~stateflow.tasks.sql_hints.unknown_column_hint`).
+        name: the tool's name (default ``execute``, with ``_rebound`` and ``_hinted`` appended for
+            those options: the name is part of the flow's fingerprint, so they never share records).
     """
     fmt = fmt or ObservationFormat()
-    name = name or ("execute_rebound" if rebind else "execute")
+    name = name or "execute" + ("_rebound" if rebind else "") + ("_hinted" if hint else "")
 
     def run_action(ctx: Context) -> ToolResult:
         env = ctx.env
@@ -135,6 +140,9 @@ def execute(
         if text == "":
             text = "(no output)"
         repeated = fmt.flag_repeats and ep.last_action == action.command
+        if hint and not ok and ep.columns:
+            where = unknown_column_hint(str(observation), ep.columns)
+            note += f"\n(Note: {where})" if where else ""
         text += note
         if repeated:
             text += REPEAT_NOTE

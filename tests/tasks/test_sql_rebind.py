@@ -172,3 +172,32 @@ def test_oneshot_vote_keeps_the_greedy_reply_first_and_votes_on_rebound_results(
     won = next(s for s in r.steps if s.detail.get("won"))
     assert (won.output, won.detail["votes"]) == ("llm[candidate 1]", 2)
     assert episode_vars(r).reward == 1.0 and r.path[-2:] == ["Submit", "End"]
+
+
+def test_unknown_column_hints_name_the_tables_that_have_it_or_similar_names():
+    from stateflow.tasks.sql_hints import unknown_column_hint
+
+    assert unknown_column_hint("Unknown column 'T2.Country' in 'field list'", AIRLINES) == (
+        "Country is a column of: airlines, airports."
+    )
+    assert unknown_column_hint("Unknown column 'Countri' in 'where clause'", AIRLINES) == (
+        "No table has a column Countri; similar: airlines.Country, airports.Country."
+    )
+    assert unknown_column_hint("Unknown column 'zzz' in 'where clause'", AIRLINES) == "No table has a column zzz."
+    assert unknown_column_hint("Table 'x.y' doesn't exist", AIRLINES) is None
+    assert unknown_column_hint("Unknown column 'a' in 'on clause'", {}) is None
+
+
+def test_the_hint_variant_says_where_the_column_is_after_a_failure(sql_env):
+    flow, view = build_method("sf_agent_hint", default_registry().get("intercode-sql"))
+    gold = sql_env.task(0).gold
+    it = iter(["Action: execute[SELECT title FROM author]", f"Action: execute[{gold}]"])
+    with FakeOpenAIServer(lambda *a: next(it)) as srv:
+        sql_env.reset(0)
+        profile = ModelProfile(name="lc", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
+        r = run(flow, sql_env.task(0).query, models=profile, env=sql_env, vars={"max_turns": 10}, view=view)
+    failed = next(m for m in r.history if m.name == "execute_rebound_hinted")
+    assert failed.content.endswith("(Note: title is a column of: book.)")
+    assert r.path == ["Init", "Solve", "Error", "Submit", "End"] and episode_vars(r).reward == 1.0
+    # the repair request showed the hint to the model
+    assert "title is a column of: book." in "\n".join(m["content"] for m in srv.requests[1]["messages"])
