@@ -18,6 +18,7 @@ from stateflow.tasks.methods import baseline_methods, spec_agent_methods, statef
 from stateflow.tasks.pdoctor import build_planning_flow, build_react_flow, dataset_label
 from stateflow.tasks.prompts import PROMPTS_DIR
 from stateflow.tasks.spec_prompts import BASH_SPEC_DOMAIN, SQL_SPEC_DOMAIN
+from stateflow.tasks.sql_repair import build_answer_repair
 from stateflow.tasks.tools import ObservationFormat, describe_schema
 
 from stateflow import Flow, StateFlowView
@@ -156,6 +157,12 @@ INTERCODE_SQL = Benchmark(
             f"oneshot{suffix}": Method(f"oneshot{suffix}", _sql_oneshot(ddl, keys, thought, k), StateFlowView, about)
             for suffix, ddl, keys, thought, k, about in _SQL_ONESHOTS
         },
+        "answer_repair": Method(
+            "answer_repair",
+            lambda g: build_answer_repair(fmt=_SQL_FMT, grammar=g),
+            StateFlowView,
+            "oneshot_direct's answer, repaired when it fails to run (not the paper's flow)",
+        ),
         **spec_agent_methods("sql", SQL_SPEC_DOMAIN, _SQL_FMT),
     },
     prompts_dir=PROMPTS_DIR / "sql",
