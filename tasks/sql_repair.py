@@ -4,7 +4,7 @@
 
     Setup ──► Answer ── runs ──► Submit ──► End
                  │                  ▲
-                 └─ fails ─► Repair ┤ (a SELECT that runs, or the repairs are used up)
+                 └─ fails ─► Repair ┤ (a SELECT that runs, a repeated statement, or the repairs are used up)
                               ▲  │
                               └──┘ fails again, or looks at a table (DESC)
 
@@ -26,7 +26,7 @@ from stateflow.tasks.tools import ObservationFormat, action_failed, describe_sch
 
 from stateflow import ANY, LLM, Condition, Context, Flow, Prompt, State, Tool, Transition, predicate
 from stateflow.degenerate import DegenerateCut
-from stateflow.repetition import RepeatGuard
+from stateflow.repetition import RepeatGuard, repeated_action
 
 __all__ = ["REPAIR_INSTRUCTION", "build_answer_repair"]
 
@@ -92,6 +92,8 @@ def build_answer_repair(
         transitions=[
             Transition(ANY, end, when=env_done),
             Transition(setup, answer),
+            # a statement the guard could not talk the model out of would only fail again
+            Transition(repair, submit_state, when=repeated_action(executed_statement)),
             Transition([answer, repair], repair, when=action_failed & ~repairs_used(attempts)),
             Transition(repair, repair, when=statement_is("DESC") & ~repairs_used(attempts)),
             Transition([answer, repair], submit_state),

@@ -65,3 +65,13 @@ def test_attempts_must_be_positive():
     with pytest.raises(ValueError, match="attempts"):
         build_answer_repair(attempts=0)
     assert "Repair" in build_answer_repair(attempts=1).states
+
+
+def test_a_statement_repeated_past_the_guard_is_submitted_instead_of_run_a_third_time(sql_env):
+    bad = "Action: execute[SELECT nope FROM book]"
+    r, requests = _run("answer_repair", sql_env, [bad] * 6)
+    # the answer, one repair and the guard's two re-asks: then Submit, not another run
+    assert r.path == ["Setup", "Answer", "Repair", "Submit", "End"]
+    assert len(requests) == 4
+    episode = episode_vars(r)
+    assert (episode.turns, episode.failed) == (3, 2)  # set-up, the answer, the repair's one run
