@@ -48,7 +48,8 @@ def test_the_default_comparison_is_the_papers_and_every_method_exists_where_it_i
     assert [b.name for b in PAPER_BENCHMARKS] == ["intercode-sql", "intercode-bash"]
     assert PAPER_MODELS == ("local", "local-small")
     ablations = [f"{v}_no_{p}" for v in ("stateflow", "sf_agent") for p in ("observe", "verify", "error")]
-    assert list(SQL.all_methods) == ["stateflow", "sf_agent", *BASELINES, "oneshot", *ablations, "sf_agent_tuned"]
+    bars, best = ["oneshot", "oneshot_direct"], ["sf_agent_direct", "answer_repair"]
+    assert list(SQL.all_methods) == ["stateflow", "sf_agent", *BASELINES, *bars, *ablations, *best]
     assert list(BASH.all_methods) == ["stateflow", "sf_agent", *BASELINES, "oneshot"]
     for b in PAPER_BENCHMARKS:
         assert set(b.all_methods) <= set(default_registry().get(b.name).methods), b.name
@@ -58,7 +59,14 @@ def test_the_default_comparison_is_the_papers_and_every_method_exists_where_it_i
 def test_a_best_flow_named_in_the_constant_is_run_and_headlined():
     best = replace(SQL, best_flows=(*SQL.best_flows, "stateflow_schema"))
     assert best.all_methods[-1] == "stateflow_schema" and len(best.all_methods) == len(SQL.all_methods) + 1
-    assert best.headline_methods == ("react", "stateflow", "sf_agent", "sf_agent_tuned", "stateflow_schema")
+    assert best.headline_methods == (
+        "react",
+        "stateflow",
+        "sf_agent",
+        "sf_agent_direct",
+        "answer_repair",
+        "stateflow_schema",
+    )
 
 
 def test_methods_option_sends_each_method_only_where_it_exists():
