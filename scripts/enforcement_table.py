@@ -120,9 +120,9 @@ def markdown(table: list[Cell], agent: str, planned: dict[str, int], command: st
         "Valid-step rate: model steps the spec accepted where they were written / (those + violations "
         "found). Without enforcement violations are measured and kept; the monitor discards and "
         "corrects them; with grammars the model cannot produce most of them. Time is wall time per "
-        "episode on a shared 2-core machine (other jobs ran concurrently), so compare it within a row "
-        "group only. Errored: episodes that failed, timed out or ended by a monitor giving up "
-        "(still scored on what ran).",
+        "episode with the model server pinned to one of the machine's 2 cores (`taskset -c N`, one "
+        "thread) and one other pinned job on the other core; compare it within a row group. Errored: "
+        "episodes that failed, timed out or ended by a monitor giving up (still scored on what ran).",
         "",
         "![enforcement](enforcement.png)",
         END,
