@@ -397,8 +397,16 @@ class Episode:
                 )
             )
         text = candidates[winner].reply
-        msg = Message("assistant", agent.name, self.ctx.state, Kind.LLM, text)
-        self._record(out.label, msg, None, 0.0, {"vote": {"winner": winner, "votes": votes[winner], "k": vote.k}})
+        # the tally travels with the message, so result files (which keep the history) show it too
+        tally_ = {
+            "winner": winner,
+            "votes": votes[winner],
+            "k": vote.k,
+            "per_candidate": [votes[i] for i in range(len(candidates))],
+            "errors": sum(c.error is not None for c in candidates),
+        }
+        msg = Message("assistant", agent.name, self.ctx.state, Kind.LLM, text, meta={"vote": tally_})
+        self._record(out.label, msg, None, 0.0, {"vote": tally_})
         return True, text if text != "" else "(empty reply)"
 
     def _guarded(

@@ -56,6 +56,9 @@ def test_the_majority_result_wins_even_when_sampled_later_and_every_candidate_is
     assert cands[2].detail["error"].startswith("RuntimeError")
     assert r.usage().calls == 5 and all(s.usage is not None for s in cands)
     assert [q.params["seed"] for q in llm.requests] == [0, 1, 2, 3, 4]
+    winner = r.history.last("llm")
+    assert winner.meta["vote"] == {"winner": 1, "votes": 2, "k": 5, "per_candidate": [1, 2, 0, 2, 1], "errors": 1}
+    assert winner.to_dict()["meta"]["vote"]["winner"] == 1  # kept in result files
     assert {q.params["temperature"] for q in llm.requests} == {0.7}
 
 
