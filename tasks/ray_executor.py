@@ -17,6 +17,8 @@ Models:
 
 Faults: an actor that dies mid-episode (its process crashed, or its node went away) is replaced,
 and its episode is queued again for another actor, at most ``max_retries`` times (default once).
+When several episodes were queued on the dead actor and more than one has no result, none is
+blamed: each runs again alone, so a crash is only ever counted against the episode that caused it.
 Records already yielded are on disk by then. An episode lost more often than that is reported
 by :class:`EpisodesLostError` once every other episode has finished (re-running the command runs
 just those). Exceptions raised by the episode code itself propagate as they do with threads.
@@ -200,18 +202,33 @@ class EpisodeWorker:
             env.close()
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """An episode waiting for (or running on) an actor.
+
+    ``attempt`` counts the deaths this episode is known to have caused. ``alone`` asks for an
+    actor with nothing else queued: after a crash with several episodes in flight, the driver
+    cannot always tell which one was running (a finished episode's result can die with the
+    process before it is sent), so each suspect runs alone once and a crash then is its own.
+    """
+
+    job: Any
+    attempt: int = 0
+    alone: bool = False
+
+
 @dataclass
 class _Slot:
     """One actor as the driver sees it: starting (waiting for ``ready``), then running episodes.
 
-    ``inflight`` maps each submitted episode's ObjectRef to its (job, attempt), oldest first: an
+    ``inflight`` maps each submitted episode's ObjectRef to its :class:`_Pending`, oldest first: an
     actor runs its calls in submission order, so the first is running and the rest wait.
     """
 
     actor: Any
     ready: Any | None  # ObjectRef of node() while starting
     node: str | None = None
-    inflight: dict[Any, tuple[Any, int]] = field(default_factory=dict)
+    inflight: dict[Any, _Pending] = field(default_factory=dict)
 
 
 class RayExecutor:
@@ -259,7 +276,7 @@ class RayExecutor:
         self.start_timeout_s = start_timeout_s
         self.interrupted = False
         self.replaced = 0  # actors replaced after dying (for tests and logs)
-        self.retried: list[Any] = []  # jobs that ran again after their actor died
+        self.retried: list[Any] = []  # jobs sent again after their actor died (blamed or suspected)
         self.placements: list[str] = []  # node id of every actor that started, in start order
         self._stopping = False
         self._owns_ray = False
@@ -338,39 +355,63 @@ class RayExecutor:
         ray = self._ray
         lost_errors = _lost_errors()
         work_ref = _put(ray, work, "the episode function")
-        queue: deque[tuple[J, int]] = deque((job, 0) for job in jobs)
+        queue: deque[_Pending] = deque(_Pending(job) for job in jobs)
         lost: list[J] = []
         last_cause = ""
         no_actor_since: float | None = None
 
         def dispatch() -> None:
             # Each actor holds up to ``prefetch`` episodes so it starts the next one without
-            # waiting for a round trip to the driver.
+            # waiting for a round trip to the driver; a suspect (``alone``) gets an idle actor.
             for slot in self._slots:
                 while slot.ready is None and len(slot.inflight) < self.prefetch and queue and not self._stopping:
-                    job, attempt = queue.popleft()
-                    slot.inflight[slot.actor.run.remote(job)] = (job, attempt)
+                    busy = bool(slot.inflight) and (queue[0].alone or next(iter(slot.inflight.values())).alone)
+                    if busy:
+                        break
+                    pending = queue.popleft()
+                    slot.inflight[slot.actor.run.remote(pending.job)] = pending
+                    if pending.alone:
+                        break
 
-        def actor_died(slot: _Slot, err: BaseException) -> None:
+        def actor_died(slot: _Slot, err: BaseException) -> list[dict[str, Any]]:
+            """Requeue a dead actor's episodes; returns the records of those that had finished.
+
+            The driver may see the crash before it has read the results of calls that completed
+            just before it (``ray.wait`` returns refs in no particular order), so each call is
+            asked for its result first.
+            """
             nonlocal last_cause
             last_cause = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-            # The oldest call was running (an actor runs its calls in order): it uses up an attempt.
-            # The ones queued behind it never started, so they go back unchanged.
-            pending = list(slot.inflight.values())
-            for job, attempt in reversed(pending[1:]):  # keep their order at the queue's head
-                queue.appendleft((job, attempt))
-            if pending:
-                job, attempt = pending[0]
-                if attempt + 1 <= self.max_retries:
-                    queue.appendleft((job, attempt + 1))
-                    self.retried.append(job)
+            finished: list[dict[str, Any]] = []
+            unfinished: list[_Pending] = []
+            for ref, pending in slot.inflight.items():
+                try:
+                    finished.append(ray.get(ref, timeout=30))
+                except (*lost_errors, ray.exceptions.GetTimeoutError, ray.exceptions.TaskCancelledError):
+                    unfinished.append(pending)
+                except ray.exceptions.RayTaskError as task_err:  # that episode's own code raised
+                    raise task_err.as_instanceof_cause() from None
+            if len(unfinished) == 1:
+                # The only episode without a result was running when the actor died: it uses up
+                # an attempt.
+                culprit = unfinished[0]
+                if culprit.attempt + 1 <= self.max_retries:
+                    queue.appendleft(_Pending(culprit.job, culprit.attempt + 1))
+                    self.retried.append(culprit.job)
                 else:
-                    lost.append(job)
+                    lost.append(culprit.job)
+            else:
+                # Several without a result: the first may have finished and lost its result with
+                # the process, so none is blamed yet; each runs again alone.
+                for pending in reversed(unfinished):  # keep their order at the queue's head
+                    queue.appendleft(_Pending(pending.job, pending.attempt, alone=True))
+                    self.retried.append(pending.job)
             slot.inflight.clear()
             self._discard(slot)
             if not self._stopping and queue:
                 self._slots.append(self._start_actor())
                 self.replaced += 1
+            return finished
 
         def interrupt() -> None:
             self.interrupted = True
@@ -419,7 +460,7 @@ class RayExecutor:
                     except lost_errors as err:
                         if getattr(err, "actor_init_failed", False):  # would fail the same way everywhere
                             raise StateFlowError(f"a Ray episode worker could not start: {err}") from err
-                        actor_died(slot, err)
+                        actor_died(slot, err)  # nothing was submitted to it yet
                     continue
                 slot = running[ref]
                 if ref not in slot.inflight:  # already requeued with its dead actor
@@ -430,7 +471,7 @@ class RayExecutor:
                     slot.inflight.pop(ref)  # taken back after Ctrl-C: the next run does it
                     continue
                 except lost_errors as err:
-                    actor_died(slot, err)
+                    yield from actor_died(slot, err)
                     continue
                 except ray.exceptions.RayTaskError as err:
                     raise err.as_instanceof_cause() from None
