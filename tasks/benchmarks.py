@@ -59,6 +59,7 @@ _REPAIR = {**_LEAN, "verify_then_submit": False}  # no Verify: the first SELECT 
 _REBIND = {**_REPAIR, "rebind": True}  # columns read through the wrong alias moved to their table
 _DIRECT = {**_REBIND, "thoughts": False}  # replies are "Action: ..." with no Thought line
 _HINT = {**_DIRECT, "hint": True}  # "Unknown column" errors say which tables have the column
+_FIX = {**_HINT, "error_submits": False}  # Error answers with a corrected statement, never submit
 
 # suffix -> the paper's flow with these parts switched off, or a variant with levers on
 _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
@@ -73,6 +74,7 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "_rebind": _REBIND,
     "_direct": _DIRECT,
     "_hint": _HINT,
+    "_fix": _FIX,
     "_vote": {**_TUNED, "vote": 5},  # Solve votes over 5 statements run read-only
 }
 

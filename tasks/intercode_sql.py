@@ -52,7 +52,7 @@ from stateflow.tasks.tools import (
     turns_exhausted,
 )
 
-from stateflow import ANY, LLM, Flow, Prompt, State, Tool, Transition
+from stateflow import ANY, LLM, Context, Flow, Prompt, State, Tool, Transition
 from stateflow.degenerate import DegenerateCut
 from stateflow.repetition import RepeatGuard, repeated_action
 from stateflow.vote import Vote
@@ -64,6 +64,7 @@ __all__ = [
     "SQL_NO_VERIFY",
     "SQL_SCHEMA",
     "build_sql_flow",
+    "error_executes_only",
     "sql_flow",
     "submit_on_success",
     "with_levers",
@@ -298,6 +299,51 @@ def submit_on_success(flow: Flow) -> Flow:
     return _rebuilt(flow, states, flow.transitions).variant(flow.name, drop=["Verify"], reroute={"Verify": "Submit"})
 
 
+_EXECUTE_ONLY = {THOUGHT_ACTION_GBNF: EXECUTE_ONLY_GBNF, ACTION_GBNF: ACTION_ONLY_GBNF}
+_NO_SUBMIT_IN_ERROR = "Do not submit now: a failed statement has no result to submit. Reply with the fixed statement."
+
+
+def submits(ctx: Context, reply: str) -> bool:
+    """The reply's action is ``submit``."""
+    return parse_action(reply).kind == "submit"
+
+
+def submits_or_repeats_last_action(ctx: Context, reply: str) -> bool:
+    """:func:`submits` or :func:`~stateflow.tasks.tools.repeats_last_action`."""
+    return submits(ctx, reply) or repeats_last_action(ctx, reply)
+
+
+def error_executes_only(flow: Flow) -> Flow:
+    """Error answers with a statement, never ``submit`` (not the paper's flow).
+
+    Error's grammar becomes the execute-only one (where grammars are on), its instruction says
+    why, and a ``submit`` reply is resampled once at a higher temperature like a repeated
+    statement is. Why a switch: the paper's Error may submit, but after a failed statement there
+    is no result, so the submission scores 0; on the development sample ``sf_agent_hint``'s
+    Error submitted in 17 of the 25 episodes that reached it (docs/results.md, issue 15).
+
+    Raises:
+        ValueError: the flow has no Error state, or its grammar is a function.
+    """
+    if "Error" not in flow.states:
+        raise ValueError(f"error_executes_only: flow {flow.name!r} has no Error state")
+    error = flow.states["Error"]
+
+    def executes(out: Prompt | LLM | Tool) -> Prompt | LLM | Tool:
+        if not isinstance(out, LLM):
+            return out
+        if out.grammar is not None and not isinstance(out.grammar, str):
+            raise ValueError(f"error_executes_only: grammar {out.grammar!r} is a function; give a text grammar")
+        grammar = None if out.grammar is None else _EXECUTE_ONLY.get(out.grammar, out.grammar)
+        retry = submits_or_repeats_last_action if out.retry_when is repeats_last_action else submits
+        if out.retry_when not in (None, repeats_last_action):
+            raise ValueError(f"error_executes_only: Error already resamples on {out.retry_when!r}")
+        return dc_replace(out, grammar=grammar, retry_when=retry)
+
+    error = error.with_outputs(*(executes(o) for o in error.outputs)).with_instruction(_NO_SUBMIT_IN_ERROR)
+    return flow.variant(flow.name, replace=[error])
+
+
 def with_vote(flow: Flow, *, k: int = 5, state: str = "Solve", rebind: bool = False) -> Flow:
     """``state`` answers by execution-guided self-consistency: :class:`~stateflow.vote.Vote` samples
     ``k`` statements, runs each read-only on the task's database
@@ -332,6 +378,7 @@ def build_sql_flow(
     rebind: bool = False,
     hint: bool = False,
     thoughts: bool = True,
+    error_submits: bool = True,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -353,6 +400,7 @@ def build_sql_flow(
         rebind, hint: as in :func:`sql_flow` (take effect with ``schema``).
         thoughts: off: every reply is ``Action: ...`` alone (:func:`without_thoughts`; needs
             ``schema``, since Observe's grammar is a function of the listed tables).
+        error_submits: off: Error answers with a statement, never ``submit`` (:func:`error_executes_only`).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -379,6 +427,8 @@ def build_sql_flow(
         if not schema:
             raise ValueError("thoughts=False needs schema=True (Observe's grammar cannot be rewritten)")
         flow = without_thoughts(flow)
+    if not error_submits and error:
+        flow = error_executes_only(flow)
     if vote:
         flow = with_vote(flow, k=vote, rebind=rebind)
     # Applied in this order so added instructions read in the order the original builder wrote them.

@@ -204,6 +204,38 @@ def test_the_direct_variant_asks_for_actions_only_and_repairs_a_failure(sql_env)
     assert episode_vars(r).reward == 1.0
 
 
+def test_the_fix_variant_error_never_submits_a_failed_statement(sql_env):
+    """Error's grammar admits only execute, and a submit reply is sampled again, warmer."""
+    from stateflow.tasks.grammar import ACTION_GBNF, ACTION_ONLY_GBNF
+
+    flow, view = build_method("sf_agent_fix", default_registry().get("intercode-sql"), grammar=True)
+    gold = sql_env.task(0).gold
+    replies = ["Action: execute[SELECT nope FROM book]", "Action: submit", f"Action: execute[{gold}]"]
+    r, srv = _run(flow, sql_env, replies, view)
+    assert r.path == ["Init", "Solve", "Error", "Submit", "End"]
+    assert [q["grammar"] for q in srv.requests] == [ACTION_GBNF, ACTION_ONLY_GBNF, ACTION_ONLY_GBNF]
+    assert srv.requests[2]["temperature"] > srv.requests[1]["temperature"]  # the submit was resampled
+    assert any("Do not submit now" in m["content"] for m in srv.requests[1]["messages"])  # Error's instruction
+    assert episode_vars(r).reward == 1.0
+
+
+def test_the_hint_variant_error_may_still_submit(sql_env):
+    """The switch is what changes the outcome: without it, Error's submit ends the episode at 0."""
+    flow, view = build_method("sf_agent_hint", default_registry().get("intercode-sql"))
+    r, srv = _run(flow, sql_env, ["Action: execute[SELECT nope FROM book]", "Action: submit"], view)
+    assert len(srv.requests) == 2 and episode_vars(r).reward == 0.0
+
+
+def test_error_executes_only_needs_an_error_state():
+    from stateflow.tasks.intercode_sql import build_sql_flow, error_executes_only
+
+    with pytest.raises(ValueError, match="no Error state"):
+        error_executes_only(build_sql_flow(error=False))
+    flow = build_sql_flow(schema=True, error_submits=False)
+    retry = [o.retry_when for o in flow.states["Error"].outputs if isinstance(o, LLM)]
+    assert [f.__name__ for f in retry] == ["submits_or_repeats_last_action"]
+
+
 def test_without_thoughts_refuses_a_system_message_it_cannot_rewrite():
     from stateflow.tasks.intercode_sql import build_sql_flow, without_thoughts
 
