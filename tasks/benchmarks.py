@@ -60,6 +60,7 @@ _REBIND = {**_REPAIR, "rebind": True}  # columns read through the wrong alias mo
 _DIRECT = {**_REBIND, "thoughts": False}  # replies are "Action: ..." with no Thought line
 _HINT = {**_DIRECT, "hint": True}  # "Unknown column" errors say which tables have the column
 _FIX = {**_HINT, "error_submits": False}  # Error answers with a corrected statement, never submit
+_VALUES = {**_HINT, "values": 3}  # Init shows 3 frequent values of each text column
 
 # suffix -> the paper's flow with these parts switched off, or a variant with levers on
 _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
@@ -75,23 +76,34 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "_direct": _DIRECT,
     "_hint": _HINT,
     "_fix": _FIX,
+    "_values": _VALUES,
     "_vote": {**_TUNED, "vote": 5},  # Solve votes over 5 statements run read-only
 }
 
 
 # Not the paper's: one-shot levers measured on the development sample (docs/results.md, issue 15).
-# suffix, schema as CREATE TABLE lines, foreign keys in the schema, Thought line, Vote k (0: none), description
+# suffix, schema as CREATE TABLE lines, foreign keys in the schema, Thought line, Vote k (0: none),
+# example values per text column (0: none), description
 _SQL_ONESHOTS = (
-    ("_rebind", False, False, True, 0, "One-shot whose statement has wrongly aliased columns re-bound"),
-    ("_keys", False, True, True, 0, "oneshot_rebind with the foreign keys listed under the schema"),
-    ("_direct", False, False, False, 0, "oneshot_rebind answering with the statement only (no Thought)"),
-    ("_direct_ddl", True, False, False, 0, "oneshot_direct with the schema as CREATE TABLE lines"),
-    ("_vote", False, False, True, 5, "oneshot_rebind choosing among 5 replies (greedy + 4 sampled) by their results"),
-    ("_direct_vote", False, False, False, 5, "oneshot_direct choosing among 5 replies (greedy + 4 sampled)"),
+    ("_rebind", False, False, True, 0, 0, "One-shot whose statement has wrongly aliased columns re-bound"),
+    ("_keys", False, True, True, 0, 0, "oneshot_rebind with the foreign keys listed under the schema"),
+    ("_direct", False, False, False, 0, 0, "oneshot_rebind answering with the statement only (no Thought)"),
+    ("_direct_ddl", True, False, False, 0, 0, "oneshot_direct with the schema as CREATE TABLE lines"),
+    (
+        "_vote",
+        False,
+        False,
+        True,
+        5,
+        0,
+        "oneshot_rebind choosing among 5 replies (greedy + 4 sampled) by their results",
+    ),
+    ("_direct_vote", False, False, False, 5, 0, "oneshot_direct choosing among 5 replies (greedy + 4 sampled)"),
+    ("_direct_values", False, False, False, 0, 3, "oneshot_direct with 3 frequent values of each text column"),
 )
 
 
-def _sql_oneshot(ddl: bool, keys: bool, thought: bool, k: int) -> Callable[[bool], Flow]:
+def _sql_oneshot(ddl: bool, keys: bool, thought: bool, k: int, values: int) -> Callable[[bool], Flow]:
     def build(grammar: bool) -> Flow:
         vote = None
         if k:
@@ -99,7 +111,7 @@ def _sql_oneshot(ddl: bool, keys: bool, thought: bool, k: int) -> Callable[[bool
             from stateflow.tasks.sql_rebind import RebindingExecutor
 
             vote = Vote(executed_statement, RebindingExecutor(EpisodeReader()), k=k, greedy_first=True)
-        setup = describe_schema(keys=keys, ddl=ddl)
+        setup = describe_schema(keys=keys, ddl=ddl, values=values)
         return build_oneshot("sql", fmt=_SQL_FMT, setup=setup, grammar=grammar, rebind=True, thought=thought, vote=vote)
 
     return build
@@ -124,8 +136,8 @@ INTERCODE_SQL = Benchmark(
         **{k: v for suffix, sw in _SQL_VARIANTS.items() for k, v in stateflow_methods(suffix, _sql_flow(sw)).items()},
         **baseline_methods("sql", _SQL_FMT, setup=describe_schema),
         **{
-            f"oneshot{suffix}": Method(f"oneshot{suffix}", _sql_oneshot(ddl, keys, thought, k), StateFlowView, about)
-            for suffix, ddl, keys, thought, k, about in _SQL_ONESHOTS
+            f"oneshot{suffix}": Method(f"oneshot{suffix}", _sql_oneshot(ddl, keys, thought, k, n), StateFlowView, about)
+            for suffix, ddl, keys, thought, k, n, about in _SQL_ONESHOTS
         },
         "answer_repair": Method(
             "answer_repair",

@@ -169,9 +169,13 @@ def without_observe(flow: Flow) -> Flow:
     return flow.variant(flow.name + "-no-observe", drop=["Observe"], reroute={"Observe": "Solve"}, replace=[solve])
 
 
-def with_schema(flow: Flow) -> Flow:
-    """The schema variant: Init lists every table with its columns (no LLM call), Observe is skipped."""
-    init = State("Init", describe_schema(), description="list every table and its columns (no LLM call)")
+def with_schema(flow: Flow, *, values: int = 0) -> Flow:
+    """The schema variant: Init lists every table with its columns (no LLM call), Observe is skipped.
+
+    ``values``: also show that many frequent values of each text column
+    (:func:`~stateflow.tasks.tools.describe_schema`; not the paper's flow).
+    """
+    init = State("Init", describe_schema(values=values), description="list every table and its columns (no LLM call)")
     name = flow.name.replace("intercode-sql", "intercode-sql-schema", 1)
     return flow.variant(name, drop=["Observe"], reroute={"Observe": "Solve"}, replace=[init])
 
@@ -379,6 +383,7 @@ def build_sql_flow(
     hint: bool = False,
     thoughts: bool = True,
     error_submits: bool = True,
+    values: int = 0,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -401,6 +406,7 @@ def build_sql_flow(
         thoughts: off: every reply is ``Action: ...`` alone (:func:`without_thoughts`; needs
             ``schema``, since Observe's grammar is a function of the listed tables).
         error_submits: off: Error answers with a statement, never ``submit`` (:func:`error_executes_only`).
+        values: with ``schema``, Init also shows that many frequent values of each text column.
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -415,8 +421,10 @@ def build_sql_flow(
         cut=cut,
     )
     base = flow.name + ("-schema" if schema else "")
+    if values and not schema:
+        raise ValueError("values needs schema=True (the values are part of the schema listing)")
     if schema:
-        flow = with_schema(flow)
+        flow = with_schema(flow, values=values)
     if column_order:
         flow = flow.variant(flow.name, replace=[flow.states["Solve"].with_instruction(_COLUMN_ORDER)])
     if not examples:

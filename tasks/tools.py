@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from stateflow.tasks.actions import Action, parse_action, statement_kind
 from stateflow.tasks.blackboard import EpisodeVars, Observation
@@ -182,7 +183,19 @@ FOREIGN_KEYS_SQL = (
 )
 
 
-def describe_schema(*, keys: bool = False, ddl: bool = False, name: str | None = None) -> Tool:
+MAX_VALUE_CHARS = 30
+"""The longest example value :func:`describe_schema` shows (``values``)."""
+
+TEXT_TYPES = frozenset({"char", "varchar", "text", "tinytext", "mediumtext", "longtext", "enum", "set"})
+"""Column types whose values :func:`describe_schema` samples (``values``)."""
+
+
+def _base_type(declared: object) -> str:
+    """``varchar(255)`` -> ``varchar``; ``int(11) unsigned`` -> ``int``."""
+    return str(declared).split("(")[0].split()[0].lower() if str(declared).strip() else "?"
+
+
+def describe_schema(*, keys: bool = False, ddl: bool = False, values: int = 0, name: str | None = None) -> Tool:
     """A tool that lists every table with its columns, compactly: ``book(book_id int, title varchar)``.
 
     It runs ``SHOW TABLES`` and one ``DESC`` per table (no LLM call) and counts as one turn: it
@@ -195,10 +208,33 @@ def describe_schema(*, keys: bool = False, ddl: bool = False, name: str | None =
             the question does not need more often (docs/results.md, issue 15).
         ddl: write each table as a one-line ``CREATE TABLE book (book_id int, title varchar);``,
             the form code models meet in their training data, instead of ``book(...)``.
-        name: the tool's name (default ``describe_schema``, with ``_ddl`` and ``_keys`` appended
-            for those options: the name is part of the flow's fingerprint).
+        values: show up to this many of each text column's most frequent values after its type
+            (``genre varchar: 'novel'/'poetry'``), so a filter can use a value as the table
+            stores it (``'CD'``, a country code) instead of a guess. Values longer than
+            :data:`MAX_VALUE_CHARS` are left out (free text would only cost tokens).
+        name: the tool's name (default ``describe_schema``, with ``_ddl``, ``_keys`` and
+            ``_values<n>`` appended for those options: the name is part of the flow's fingerprint).
+
+    Raises:
+        ValueError: ``values`` < 0.
     """
-    name = name or "describe_schema" + ("_ddl" if ddl else "") + ("_keys" if keys else "")
+    if values < 0:
+        raise ValueError(f"describe_schema: values must be >= 0, got {values}")
+    name = name or "describe_schema" + ("_ddl" if ddl else "") + ("_keys" if keys else "") + (
+        f"_values{values}" if values else ""
+    )
+
+    def examples(env: Any, table: str, column: str) -> str:
+        # The most frequent values first (they are the ones questions tend to filter on), ties
+        # in value order so the listing is the same on every run.
+        rows, _, _, info = env.step(
+            f"SELECT `{column}` FROM `{table}` WHERE `{column}` IS NOT NULL "
+            f"GROUP BY `{column}` ORDER BY COUNT(*) DESC, `{column}` LIMIT {values}"
+        )
+        if not info.get("action_executed", True) or not isinstance(rows, list):
+            return ""
+        shown = [str(r[0]) for r in rows if r and len(str(r[0])) <= MAX_VALUE_CHARS]
+        return ": " + "/".join("'" + v.replace("'", "''") + "'" for v in shown) if shown else ""
 
     def run_schema(ctx: Context) -> ToolResult:
         env = ctx.env
@@ -216,7 +252,11 @@ def describe_schema(*, keys: bool = False, ddl: bool = False, name: str | None =
             cols, _, _, info = env.step(f"DESC `{t}`")
             if info.get("action_executed", True) and isinstance(cols, list):
                 ep.columns[t] = [str(c[0]) for c in cols]
-                described = ", ".join(f"{c[0]} {str(c[1]).split('(')[0]}" for c in cols)
+                described = ", ".join(
+                    f"{c[0]} {str(c[1]).split('(')[0]}"
+                    + (examples(env, t, str(c[0])) if values and _base_type(c[1]) in TEXT_TYPES else "")
+                    for c in cols
+                )
             else:
                 described = "?"
             lines.append(f"CREATE TABLE {t} ({described});" if ddl else f"{t}({described})")

@@ -236,6 +236,39 @@ def test_error_executes_only_needs_an_error_state():
     assert [f.__name__ for f in retry] == ["submits_or_repeats_last_action"]
 
 
+def test_oneshot_direct_values_shows_frequent_values_of_text_columns_only(sql_env):
+    flow, view = build_method("oneshot_direct_values", default_registry().get("intercode-sql"))
+    r, srv = _run(flow, sql_env, [f"Action: execute[{sql_env.task(0).gold}]"], view)
+    prompt = "\n".join(m["content"] for m in srv.requests[0]["messages"])
+    book = next(line for line in prompt.splitlines() if line.startswith("book("))
+    assert book.startswith("book(book_id int, title varchar: '")  # ints get no values
+    assert book.endswith("genre varchar: 'novel'/'history'/'poetry')")  # most frequent first, ties by value
+    author = next(line for line in prompt.splitlines() if line.startswith("author("))
+    assert "country varchar: 'Italy'/'Nigeria'/'Russia'" in author  # NULL is not a value
+    assert episode_vars(r).reward == 1.0 and episode_vars(r).turns == 2  # still one set-up turn
+
+
+def test_describe_schema_leaves_out_long_values_and_quotes_the_rest():
+    from stateflow.tasks.tools import MAX_VALUE_CHARS, describe_schema
+
+    from stateflow.context import Context
+    from stateflow.messages import History
+
+    class Db:  # the three statements describe_schema sends, answered from a table with one text column
+        def step(self, sql):
+            if sql == "SHOW TABLES":
+                return [("t",)], 0, False, {"action_executed": True}
+            if sql.startswith("DESC"):
+                return [("id", "int(11)"), ("note", "varchar(200)")], 0, False, {"action_executed": True}
+            return [("x" * (MAX_VALUE_CHARS + 1),), ("O'Hara",)], 0, False, {"action_executed": True}
+
+    ctx = Context(task="q", history=History(), env=Db())
+    text = describe_schema(values=2).fn(ctx).content
+    assert text.splitlines()[1] == "t(id int, note varchar: 'O''Hara')"
+    with pytest.raises(ValueError, match="values"):
+        describe_schema(values=-1)
+
+
 def test_without_thoughts_refuses_a_system_message_it_cannot_rewrite():
     from stateflow.tasks.intercode_sql import build_sql_flow, without_thoughts
 
