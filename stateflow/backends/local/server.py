@@ -71,6 +71,9 @@ class ServerConfig:
             prefix of the previous request is reused).
         start_timeout: seconds to wait for the server to become healthy.
         verbose: let llama.cpp log to the server log.
+        degenerate_run_chars: a reply whose tail is one unit of 1-4 characters repeated over this
+            many characters stops there (``LIMIT 1000000...``), instead of decoding to
+            ``max_tokens``; 0 turns the rule off (see ``server_app``).
     """
 
     model_path: Path
@@ -83,6 +86,7 @@ class ServerConfig:
     cache_bytes: int = 1 << 30
     start_timeout: float = 120.0
     verbose: bool = False
+    degenerate_run_chars: int = 48
 
     def child_config(self, port: int) -> dict[str, Any]:
         """The JSON object passed to the child process."""

@@ -18,6 +18,11 @@ support) and adds three things around it:
   evaluates only the new suffix. The stock ``save_state`` also copies the host logits buffer
   (``n_batch x n_vocab`` floats: ~300 MB for Qwen's 152k vocabulary, not counted against the
   cache's capacity and useless without ``logits_all``); :class:`AccountingLlama` leaves it out.
+* **generation that stops when nothing will read it**: a reply that has turned into a periodic
+  run (``LIMIT 10000000...``, ``ababab...`` over :data:`DEFAULT_DEGENERATE_RUN_CHARS` characters)
+  stops there instead of decoding up to ``max_tokens`` (a minute per call on one core), and a
+  request whose client has gone (it timed out and will retry) stops at the next token instead of
+  holding the model for the retry; the response's ``timings`` say which rule stopped it.
 * **a lifeline**: the parent passes the read end of a pipe; when the parent process dies for any
   reason the pipe reaches EOF and this process exits (``PR_SET_PDEATHSIG`` alone would fire when the
   parent *thread* that spawned us ends, which is wrong for a server shared by worker threads).
@@ -29,9 +34,12 @@ taken between choosing it and binding it.
 # No `from __future__ import annotations`: FastAPI must resolve the route signatures' types.
 
 import argparse
+import asyncio
+import contextvars
 import ctypes
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -40,7 +48,21 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AccountingLlama", "PrefixPruningRAMCache", "build_app", "load_model", "main"]
+__all__ = [
+    "DEFAULT_DEGENERATE_RUN_CHARS",
+    "AccountingLlama",
+    "PrefixPruningRAMCache",
+    "build_app",
+    "load_model",
+    "main",
+]
+
+#: a run of one unit of 1-4 characters repeated over this many characters ends the generation
+DEFAULT_DEGENERATE_RUN_CHARS = 48
+_RUN_PERIODS = range(1, 5)
+#: set by a route while its client is connected; the model thread reads it (contextvars reach
+#: the worker thread that runs the model call)
+_CLIENT_GONE: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("client_gone", default=None)
 
 try:
     # Only llama_cpp here: the web stack (~0.8 s of imports) is imported while the model loads.
@@ -48,6 +70,10 @@ try:
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 except ImportError as err:  # pragma: no cover - the parent checks before spawning
     raise SystemExit(f"llama-cpp-python is not installed: {err}") from err
+
+
+class ClientGoneError(RuntimeError):
+    """The request's client disconnected before the model started on it."""
 
 
 class AccountingLlama(llama_cpp.Llama):
@@ -159,13 +185,50 @@ class AccountingLlama(llama_cpp.Llama):
             result["timings"] = {**self._sf_timings(), "total_s": time.perf_counter() - started}
         return result
 
+    #: see :data:`DEFAULT_DEGENERATE_RUN_CHARS`; 0 turns the rule off (``load_model`` sets it)
+    degenerate_run_chars = DEFAULT_DEGENERATE_RUN_CHARS
+
+    def _stop_rules(self) -> Any:
+        """A stopping criterion: the client is gone, or the reply's tail is a periodic run."""
+        gone = _CLIENT_GONE.get()
+        limit = self.degenerate_run_chars
+        runs = (
+            [re.compile(rf"(.{{{p}}})\1{{{-(-limit // p) - 1},}}$", re.DOTALL) for p in _RUN_PERIODS] if limit else []
+        )
+        generated = 0
+
+        def stop(input_ids: Any, logits: Any) -> bool:
+            nonlocal generated
+            generated += 1
+            if gone is not None and gone.is_set():
+                self._sf_request["stopped_by"] = "client_gone"
+                return True
+            if runs and generated * 4 >= limit:  # a token is at most a few characters of a run
+                # input_ids ends with the tokens generated so far; a run is made of short tokens
+                tail = self.detokenize(list(input_ids[-min(generated, limit) :])).decode("utf-8", "ignore")
+                for run in runs:
+                    m = run.search(tail)
+                    if m is not None and not m.group(1).isspace():
+                        self._sf_request["stopped_by"] = f"run of {m.group(1)!r}"
+                        return True
+            return False
+
+        return stop
+
     def create_completion(self, *args: Any, **kwargs: Any) -> Any:
         self._sf_prompt_evaluated = None
         self._sf_request = {}
+        gone = _CLIENT_GONE.get()
+        if gone is not None and gone.is_set():  # abandoned while it waited for the model
+            raise ClientGoneError("the client closed the request before the model started on it")
+        rules = kwargs.get("stopping_criteria")
+        kwargs["stopping_criteria"] = llama_cpp.StoppingCriteriaList([*(rules or []), self._stop_rules()])
         started = time.perf_counter()
         result = super().create_completion(*args, **kwargs)
         if isinstance(result, dict):
             result["timings"] = {**self._sf_timings(), "total_s": time.perf_counter() - started}
+            if "stopped_by" in self._sf_request:
+                result["timings"]["stopped_by"] = self._sf_request["stopped_by"]
         if isinstance(result, dict) and isinstance(result.get("usage"), dict):
             usage = result["usage"]
             evaluated = self._sf_prompt_evaluated or 0
@@ -270,6 +333,7 @@ def load_model(config: dict[str, Any]) -> AccountingLlama:
     ``config["prompt_lookup"]`` (optional, default 0): draft this many tokens per step by prompt
     lookup (``LlamaPromptLookupDecoding``: the continuation of the last n-gram's earlier
     occurrence in the context), verified in one evaluation; 0 turns it off.
+    ``config["degenerate_run_chars"]`` (optional): see :data:`DEFAULT_DEGENERATE_RUN_CHARS`; 0: off.
     """
     lookup = int(config.get("prompt_lookup", 0))
     draft = LlamaPromptLookupDecoding(num_pred_tokens=lookup) if lookup > 0 else None
@@ -288,6 +352,7 @@ def load_model(config: dict[str, Any]) -> AccountingLlama:
     )
     if config["cache_bytes"] > 0:
         llama.set_cache(PrefixPruningRAMCache(capacity_bytes=config["cache_bytes"]))
+    llama.degenerate_run_chars = int(config.get("degenerate_run_chars", DEFAULT_DEGENERATE_RUN_CHARS))
     return llama
 
 
@@ -338,15 +403,32 @@ def build_app(config: dict[str, Any], llama: AccountingLlama) -> Any:
             "cache_bytes": cache.cache_size if ram else 0,
         }
 
+    async def served(request: Request, handler: Any, body: Any) -> Any:
+        """Run the library's handler while watching the client; see :class:`AccountingLlama`."""
+        gone = threading.Event()
+        _CLIENT_GONE.set(gone)  # this task's context, copied into the model's worker thread
+
+        async def watch() -> None:
+            while not await request.is_disconnected():
+                await asyncio.sleep(0.2)
+            gone.set()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            result = await handler(request, body)
+        except ClientGoneError as err:
+            return JSONResponse({"error": {"message": str(err), "type": "client_gone"}}, status_code=499)
+        finally:
+            watcher.cancel()
+        return JSONResponse(result) if isinstance(result, dict) else result
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request, body: CreateChatCompletionRequest = Body(...)) -> Any:  # noqa: B008
-        result = await llama_app.create_chat_completion(request, body)
-        return JSONResponse(result) if isinstance(result, dict) else result
+        return await served(request, llama_app.create_chat_completion, body)
 
     @app.post("/v1/completions")
     async def completions(request: Request, body: CreateCompletionRequest = Body(...)) -> Any:  # noqa: B008
-        result = await llama_app.create_completion(request, body)
-        return JSONResponse(result) if isinstance(result, dict) else result
+        return await served(request, llama_app.create_completion, body)
 
     app.include_router(llama_app.router)  # everything else (models, tokenize...) from the library
     # The library keeps its proxy in a module global that its routes read; this process serves

@@ -144,6 +144,40 @@ def scenarios() -> dict[str, Any]:
 
     out["stats_before_crash"] = server.stats()
 
+    # A reply that turns into a run of one character stops there, not at max_tokens.
+    body = {
+        "model": PROFILE.model,
+        "prompt": "SELECT name FROM t LIMIT 1" + "0" * 30,
+        "temperature": 0.0,
+        "max_tokens": 300,
+    }
+    request = urllib.request.Request(
+        url + "/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=300) as resp:
+        answer = json.loads(resp.read())
+    out["run"] = {
+        "content": answer["choices"][0]["text"],
+        "completion_tokens": answer["usage"]["completion_tokens"],
+        "stopped_by": answer["timings"].get("stopped_by"),
+    }
+
+    # A client that gives up frees the model: its request stops at the next token.
+    before = server.stats()
+    hasty = OpenAI(base_url=url, api_key="not-needed", max_retries=0, timeout=2.0)
+    count = [{"role": "user", "content": "Count from 1 to 1000, separated by commas. Write every number."}]
+    try:
+        _chat(hasty, count, max_tokens=1500)
+        out["abandoned"] = "answered"
+    except Exception as err:
+        out["abandoned"] = type(err).__name__
+    deadline = time.monotonic() + 120
+    while server.stats()["requests"] == before["requests"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    after = server.stats()
+    out["abandoned_tokens"] = after["completion_tokens"] - before["completion_tokens"]
+    out["abandoned_counted"] = after["requests"] - before["requests"]
+
     # A forked child that closes its inherited pool (e.g. via atexit) must not stop our server.
     child = os.fork()
     if child == 0:

@@ -187,3 +187,17 @@ def test_each_response_says_where_its_time_went(sampled):
     for key in ("total_s", "prompt_eval_s", "decode_eval_s", "sample_s"):
         assert timings[key] > 0, key
     assert timings["prompt_eval_s"] + timings["decode_eval_s"] + timings["sample_s"] <= timings["total_s"]
+
+
+def test_a_reply_that_becomes_a_run_stops_there(run):
+    """The server ends a periodic run at ~48 characters instead of decoding to max_tokens (300)."""
+    got = run["run"]  # the prompt ends in "LIMIT 1000...0": the model goes on writing zeros
+    assert set(got["content"]) == {"0"} and got["stopped_by"] == "run of '0'"
+    assert got["completion_tokens"] < 60
+
+
+def test_a_request_whose_client_gave_up_stops_at_the_next_token(run):
+    """Counting to 1000 is ~4000 tokens (1500 allowed); the client leaves after 2 s."""
+    assert run["abandoned"] == "APITimeoutError"
+    assert run["abandoned_counted"] == 1  # the server finished it (and counted it) ...
+    assert 0 < run["abandoned_tokens"] < 300  # ... soon after the client left, not at 1500 tokens
