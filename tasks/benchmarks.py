@@ -62,6 +62,10 @@ _HINT = {**_DIRECT, "hint": True}  # "Unknown column" errors say which tables ha
 _FIX = {**_HINT, "error_submits": False}  # Error answers with a corrected statement, never submit
 _VALUES = {**_HINT, "values": 3}  # Init shows 3 frequent values of each text column
 
+#: the SQL variant ``stateflow demo`` runs with local models: the best flow measured on the
+#: development sample (docs/results.md, "Levers on the development sample")
+TUNED_SQL_SUFFIX = "_hint"
+
 # suffix -> the paper's flow with these parts switched off, or a variant with levers on
 _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "": {},

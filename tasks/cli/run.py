@@ -262,15 +262,18 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[int, typer.Option(min=1)] = 1,
         max_turns: Annotated[int, typer.Option(min=1, help="environment turns per task")] = 10,
         timeout: Annotated[float, typer.Option(help="seconds per task")] = 600.0,
-        flow: Annotated[str, typer.Option(help="SQL flow: paper | schema | auto (schema for local models)")] = "auto",
+        flow: Annotated[
+            str, typer.Option(help="SQL flow: paper | schema | tuned | auto (tuned for local models)")
+        ] = "auto",
     ) -> None:
         """StateFlow and SF_Agent on demo SQL and Bash tasks, then the table and the report.
 
-        With the embedded model the SQL part uses the schema variant by default (Init shows every
-        table's columns): the paper's flow rarely succeeds with a 1.5B model and takes several
-        times longer. With any other model, or --flow paper, it runs the paper's flow.
+        With the embedded model the SQL part uses the tuned variant by default (the schema shown
+        up front, one-line replies, column hints; the best SQL flow measured on the development
+        sample, docs/results.md): the paper's flow rarely succeeds with a 1.5B model and takes
+        several times longer. With any other model, or --flow paper, it runs the paper's flow.
         """
-        from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL
+        from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL, TUNED_SQL_SUFFIX
         from stateflow.tasks.metrics import summarize
         from stateflow.tasks.report import metrics_table, write_report
         from stateflow.tasks.runner import RunSpec, evaluate
@@ -278,12 +281,16 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         assignment, label = _assignment(model or [], config)
         _announce(console, assignment)
-        if flow not in ("auto", "paper", "schema"):
-            raise ConfigError(f"--flow {flow!r}: choose paper, schema or auto")
+        variants = {
+            "paper": ("", "the paper's (Init runs SHOW TABLES)"),
+            "schema": ("_schema", "schema variant (Init lists every table's columns)"),
+            "tuned": (TUNED_SQL_SUFFIX, f"tuned variant {TUNED_SQL_SUFFIX[1:]!r} (schema up front, one-line replies)"),
+        }
+        if flow not in (*variants, "auto"):
+            raise ConfigError(f"--flow {flow!r}: choose {', '.join(variants)} or auto")
         all_local = all(assignment.profiles[n].provider == "local" for n in assignment.by_state.values())
-        schema = flow == "schema" or (flow == "auto" and all_local)
-        sql_methods = ("stateflow_schema", "sf_agent_schema") if schema else ("stateflow", "sf_agent")
-        what = "schema variant (Init lists every table's columns)" if schema else "the paper's (Init runs SHOW TABLES)"
+        suffix, what = variants[flow if flow != "auto" else ("tuned" if all_local else "paper")]
+        sql_methods = (f"stateflow{suffix}", f"sf_agent{suffix}")
         console.print(f"SQL flow: {what}")
         records: list[dict] = []
         parts = (

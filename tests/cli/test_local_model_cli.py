@@ -86,8 +86,8 @@ def test_small_demo_runs_and_prints_the_table(tmp_path, sql_available, bash_avai
     assert got == [
         ("intercode-bash", "sf_agent", 0),
         ("intercode-bash", "stateflow", 0),
-        ("intercode-sql", "sf_agent_schema", 0),
-        ("intercode-sql", "stateflow_schema", 0),
+        ("intercode-sql", "sf_agent_hint", 0),  # the tuned SQL variant: the default for local models
+        ("intercode-sql", "stateflow_hint", 0),
     ]
     assert all(r["status"] == "ok" and r["llm_calls"] > 0 and r["prompt_tokens"] > 0 for r in records), [
         (r["method"], r["status"], r["error"]) for r in records
