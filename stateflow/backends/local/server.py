@@ -74,6 +74,8 @@ class ServerConfig:
         degenerate_run_chars: a reply whose tail is one unit of 1-4 characters repeated over this
             many characters stops there (``LIMIT 1000000...``), instead of decoding to
             ``max_tokens``; 0 turns the rule off (see ``server_app``).
+        stop_when_client_gone: a generation whose client disconnected (an HTTP timeout) stops at
+            the next token instead of holding the model until it ends (off only to measure it).
     """
 
     model_path: Path
@@ -87,6 +89,7 @@ class ServerConfig:
     start_timeout: float = 120.0
     verbose: bool = False
     degenerate_run_chars: int = 48
+    stop_when_client_gone: bool = True
 
     def child_config(self, port: int) -> dict[str, Any]:
         """The JSON object passed to the child process."""

@@ -187,10 +187,12 @@ class AccountingLlama(llama_cpp.Llama):
 
     #: see :data:`DEFAULT_DEGENERATE_RUN_CHARS`; 0 turns the rule off (``load_model`` sets it)
     degenerate_run_chars = DEFAULT_DEGENERATE_RUN_CHARS
+    #: stop a generation whose client disconnected (off only to measure what it saves)
+    stop_when_client_gone = True
 
     def _stop_rules(self) -> Any:
         """A stopping criterion: the client is gone, or the reply's tail is a periodic run."""
-        gone = _CLIENT_GONE.get()
+        gone = _CLIENT_GONE.get() if self.stop_when_client_gone else None
         limit = self.degenerate_run_chars
         runs = (
             [re.compile(rf"(.{{{p}}})\1{{{-(-limit // p) - 1},}}$", re.DOTALL) for p in _RUN_PERIODS] if limit else []
@@ -334,6 +336,7 @@ def load_model(config: dict[str, Any]) -> AccountingLlama:
     lookup (``LlamaPromptLookupDecoding``: the continuation of the last n-gram's earlier
     occurrence in the context), verified in one evaluation; 0 turns it off.
     ``config["degenerate_run_chars"]`` (optional): see :data:`DEFAULT_DEGENERATE_RUN_CHARS`; 0: off.
+    ``config["stop_when_client_gone"]`` (optional, default true): see :class:`AccountingLlama`.
     """
     lookup = int(config.get("prompt_lookup", 0))
     draft = LlamaPromptLookupDecoding(num_pred_tokens=lookup) if lookup > 0 else None
@@ -353,6 +356,7 @@ def load_model(config: dict[str, Any]) -> AccountingLlama:
     if config["cache_bytes"] > 0:
         llama.set_cache(PrefixPruningRAMCache(capacity_bytes=config["cache_bytes"]))
     llama.degenerate_run_chars = int(config.get("degenerate_run_chars", DEFAULT_DEGENERATE_RUN_CHARS))
+    llama.stop_when_client_gone = bool(config.get("stop_when_client_gone", True))
     return llama
 
 
