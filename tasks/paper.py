@@ -110,7 +110,7 @@ PAPER_BENCHMARKS: tuple[PaperBenchmark, ...] = (
         ablated=("stateflow", "sf_agent"),
         ablations=("observe", "verify", "error"),  # the paper ablates these states on SQL only
         # the best on the dev sample (docs/results.md, issue 15): 55 % and 52 % on the 1.5B model
-        best_flows=("sf_agent_hint", "answer_repair"),
+        best_flows=("sf_agent_values", "sf_agent_hint", "answer_repair"),
     ),
     PaperBenchmark(
         name="intercode-bash",
