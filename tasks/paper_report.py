@@ -32,6 +32,7 @@ __all__ = [
     "PaperDocs",
     "headline_section",
     "method_cells",
+    "paired_tasks",
     "results_section",
     "write_paper_docs",
     "write_paper_plots",
@@ -141,6 +142,46 @@ def _method_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
     return lines
 
 
+def paired_tasks(outcome: PairOutcome, methods: Sequence[str]) -> tuple[list[str], list[int]]:
+    """The methods of ``methods`` with records in ``outcome``, and the tasks all of them finished.
+
+    While a run is partial, each method has its own set of finished tasks, so their success rates
+    are not comparable; on the common tasks they are.
+    """
+    done: dict[str, set[int]] = {}
+    for r in outcome.records:
+        if r.method in methods:
+            done.setdefault(r.method, set()).add(r.task)
+    present = [m for m in methods if m in done]
+    common = set.intersection(*(done[m] for m in present)) if present else set()
+    return present, sorted(common)
+
+
+def _paired_table(bench: PaperBenchmark, o: PairOutcome) -> list[str]:
+    """Success on the tasks every paired method finished (only for an incomplete pair)."""
+    methods, tasks = paired_tasks(o, bench.paired_methods)
+    if o.status != "incomplete" or len(methods) < 2 or not tasks:
+        return []
+    common = set(tasks)
+    lines = [
+        "",
+        f"Paired, {o.model.name}: the {len(tasks)} tasks that "
+        + ", ".join(f"`{m}`" for m in methods)
+        + " have all finished (the rows above cover different tasks while the run is partial):",
+        "",
+        "| method | success % | prompt tok | completion tok | s/task |",
+        "|---|---|---|---|---|",
+    ]
+    for m in methods:
+        rs = [r for r in o.records if r.method == m and r.task in common]
+        n = len(rs)
+        lines.append(
+            f"| `{m}` | {100 * sum(r.success for r in rs) / n:.1f} | {sum(r.prompt_tokens for r in rs) / n:.0f} | "
+            f"{sum(r.completion_tokens for r in rs) / n:.0f} | {sum(r.wall_s for r in rs) / n:.1f} |"
+        )
+    return lines
+
+
 def _ablation_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
     parts = [p for p in bench.ablations if any(bench.ablation(b, p) in bench.all_methods for b in bench.ablated)]
     bases = [b for b in bench.ablated if b in bench.all_methods]
@@ -213,6 +254,8 @@ def results_section(
         total = max((o.tasks_total for o in pairs), default=0)
         lines += ["", f"### {bench.name}", "", f"Sample: {_sample(bench, tasks, total)}.", ""]
         lines += _method_table(bench, pairs)
+        for o in pairs:
+            lines += _paired_table(bench, o)
         ablations = _ablation_table(bench, pairs)
         if ablations:
             lines += ["", "Ablations (success %; in brackets: points vs the full flow):", "", *ablations]

@@ -30,6 +30,7 @@ from stateflow.tasks.paper_report import (
     RESULTS_MARKERS,
     PaperDocs,
     headline_section,
+    paired_tasks,
     results_section,
     write_paper_docs,
 )
@@ -182,6 +183,24 @@ def test_an_incomplete_pair_shows_done_over_total_never_a_final_number(tmp_path)
     assert "| intercode-sql | `stateflow` | 50.0 (150) [2/3, incomplete] |" in headline
     assert "| intercode-sql | `react` |" not in headline  # not run: not headlined
     assert headline.endswith("| intercode-sql | best of 3 methods | `stateflow` 50.0 (150) [2/3, incomplete] |")
+
+
+def test_a_partial_run_compares_the_headline_methods_and_bars_on_their_common_tasks(tmp_path):
+    bench = replace(SQL, only=("react", "stateflow", "oneshot", "stateflow_no_verify"))
+    model = PaperModel("x", ModelAssignment.of("local"), "default=x")
+    records = [_record("react", t, False) for t in (0, 2)]
+    records += [_record("stateflow", t, t == 2) for t in (0, 2, 3)]  # task 3: not finished by react
+    records += [_record("oneshot", t, True) for t in (0, 2, 3)]
+    records += [_record("stateflow_no_verify", t, True) for t in (0,)]  # an ablation: not paired
+    outcome = PairOutcome(bench, model, tmp_path, "incomplete", records, tasks_total=4)
+    assert paired_tasks(outcome, bench.paired_methods) == (["react", "stateflow", "oneshot"], [0, 2])
+    section = results_section([outcome], command="c", tasks="dev", date="2026-11-24", images=[])
+    assert "Paired, x: the 2 tasks that `react`, `stateflow`, `oneshot` have all finished" in section
+    # stateflow: 1 of tasks 0 and 2 solved, prompt tokens 100 and 300, 2 and 4 s
+    assert "| `stateflow` | 50.0 | 200 | 10 | 3.0 |" in section
+    assert "| `oneshot` | 100.0 | 200 | 10 | 3.0 |" in section and "| `react` | 0.0 | 200 | 10 | 3.0 |" in section
+    complete = PairOutcome(bench, model, tmp_path, "complete", records, tasks_total=4)
+    assert "Paired" not in results_section([complete], command="c", tasks="dev", date="2026-11-24", images=[])
 
 
 def test_pair_dirs_are_safe_for_any_model_name():
