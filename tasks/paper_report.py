@@ -301,7 +301,23 @@ def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link
             ranked = sorted(cells.get(name, {}).items(), key=lambda kv: (-kv[1].sr, order.get(kv[0], len(order))))
             best.append(f"`{ranked[0][0]}` {_headline_cell(ranked[0][1])}" if ranked else "")
         lines.append(f"| {bench.name} | " + " | ".join(best) + " |")
+        paired = [_paired_cell(bench, pairs[name]) if name in pairs else "" for name in models]
+        if any(paired):
+            lines.append(f"| {bench.name} | same tasks (while partial) | " + " | ".join(paired) + " |")
     return "\n".join(lines)
+
+
+def _paired_cell(bench: PaperBenchmark, o: PairOutcome) -> str:
+    """``n tasks: react 0.0, stateflow 22.2, ...`` for an incomplete pair ("" otherwise)."""
+    methods, tasks = paired_tasks(o, bench.paired_methods)
+    if o.status != "incomplete" or len(methods) < 2 or not tasks:
+        return ""
+    common = set(tasks)
+    scores = []
+    for m in methods:
+        rs = [r for r in o.records if r.method == m and r.task in common]
+        scores.append(f"`{m}` {100 * sum(r.success for r in rs) / len(rs):.1f}")
+    return f"{len(tasks)} tasks: " + ", ".join(scores)
 
 
 def _headline_cell(c: MethodCell) -> str:

@@ -199,8 +199,13 @@ def test_a_partial_run_compares_the_headline_methods_and_bars_on_their_common_ta
     # stateflow: 1 of tasks 0 and 2 solved, prompt tokens 100 and 300, 2 and 4 s
     assert "| `stateflow` | 50.0 | 200 | 10 | 3.0 |" in section
     assert "| `oneshot` | 100.0 | 200 | 10 | 3.0 |" in section and "| `react` | 0.0 | 200 | 10 | 3.0 |" in section
+    headline = headline_section([outcome], date="2026-11-24", results_link="docs/results.md")
+    assert headline.endswith(
+        "| intercode-sql | same tasks (while partial) | 2 tasks: `react` 0.0, `stateflow` 50.0, `oneshot` 100.0 |"
+    )
     complete = PairOutcome(bench, model, tmp_path, "complete", records, tasks_total=4)
     assert "Paired" not in results_section([complete], command="c", tasks="dev", date="2026-11-24", images=[])
+    assert "same tasks" not in headline_section([complete], date="2026-11-24", results_link="r.md")
 
 
 def test_pair_dirs_are_safe_for_any_model_name():
