@@ -278,9 +278,6 @@ def register(app: typer.Typer) -> None:
         from stateflow.tasks.report import metrics_table, write_report
         from stateflow.tasks.runner import RunSpec, evaluate
 
-        console = Console(stderr=True)
-        assignment, label = _assignment(model or [], config)
-        _announce(console, assignment)
         variants = {
             "paper": ("", "the paper's (Init runs SHOW TABLES)"),
             "schema": ("_schema", "schema variant (Init lists every table's columns)"),
@@ -288,6 +285,9 @@ def register(app: typer.Typer) -> None:
         }
         if flow not in (*variants, "auto"):
             raise ConfigError(f"--flow {flow!r}: choose {', '.join(variants)} or auto")
+        console = Console(stderr=True)
+        assignment, label = _assignment(model or [], config)
+        _announce(console, assignment)
         all_local = all(assignment.profiles[n].provider == "local" for n in assignment.by_state.values())
         suffix, what = variants[flow if flow != "auto" else ("tuned" if all_local else "paper")]
         sql_methods = (f"stateflow{suffix}", f"sf_agent{suffix}")

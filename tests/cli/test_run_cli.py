@@ -102,6 +102,13 @@ def test_bad_task_selection_is_one_line_error_and_leaves_no_directory(tmp_path, 
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
+def test_demo_with_an_unknown_flow_is_one_line_error_before_anything_starts(tmp_path):
+    proc = _run("demo", "--flow", "bogus", "--out", str(tmp_path / "demo"), timeout=120)
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == ["error: --flow 'bogus': choose paper, schema, tuned or auto"]
+    assert not (tmp_path / "demo").exists()
+
+
 def test_repeated_task_indices_run_once(tmp_path, bash_available):
     out = tmp_path / "dups"
     proc = _run(*_bash_oracle(out)[:4], "--tasks", "1,1,2", "--out", str(out), "--no-progress")
