@@ -33,6 +33,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace as dc_replace
 from typing import Any
 
 from autogen import Agent, ConversableAgent, GroupChat, GroupChatManager
@@ -53,6 +56,27 @@ from stateflow.views import ASSISTANT, EXECUTOR, HUMAN, PROMPTER, RESERVED_NAMES
 from stateflow.vote import Candidate, tally
 
 __all__ = ["Episode"]
+
+
+def _rewritten(message: dict[str, Any], rewrite: Callable[[str], str]) -> dict[str, Any]:
+    """A copy of an OpenAI-style message whose text content went through ``rewrite``."""
+    content = message.get("content")
+    return {**message, "content": rewrite(content)} if isinstance(content, str) else dict(message)
+
+
+@contextmanager
+def _system_message(agent: ConversableAgent, rewrite: Callable[[str], str] | None) -> Iterator[None]:
+    """The agent's system message rewritten for one call, restored afterwards (AutoGen prepends
+    it to the messages itself, so a vote variant cannot rewrite it in the message list)."""
+    if rewrite is None:
+        yield
+        return
+    original = agent.system_message
+    agent.update_system_message(rewrite(original))
+    try:
+        yield
+    finally:
+        agent.update_system_message(original)
 
 
 def _never_terminate(message: dict[str, Any]) -> bool:
@@ -365,9 +389,16 @@ class Episode:
         assert vote is not None
         candidates: list[Candidate] = []
         usages: list[Usage] = []
-        for i in range(vote.k):
+        for i in range(vote.size):
+            variant = vote.variant(i)
+            base, asked = fields, messages
+            if variant is not None and variant.grammar is not None:
+                base = self.backends.request_fields(profile, dc_replace(out, grammar=variant.grammar), self.ctx)
+            if variant is not None and variant.rewrite is not None:
+                asked = [_rewritten(m, variant.rewrite) for m in messages or []]
             try:
-                text, usage = self.backends.call(agent, profile, messages, sender, vote.fields(fields, i))
+                with _system_message(agent, variant.rewrite if variant is not None else None):
+                    text, usage = self.backends.call(agent, profile, asked, sender, vote.fields(base, i))
             except LLMError as err:
                 err.state = self.ctx.state
                 raise
@@ -392,6 +423,7 @@ class Episode:
                         "error": c.error,
                         "votes": votes[i],
                         "won": i == winner,
+                        **({"variant": v.name} if (v := vote.variant(i)) is not None else {}),
                     },
                     started_at=time.time() - usage.latency_s,
                 )
@@ -401,7 +433,7 @@ class Episode:
         tally_ = {
             "winner": winner,
             "votes": votes[winner],
-            "k": vote.k,
+            "k": vote.size,
             "per_candidate": [votes[i] for i in range(len(candidates))],
             "errors": sum(c.error is not None for c in candidates),
         }

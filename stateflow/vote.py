@@ -5,6 +5,11 @@ model is asked ``k`` times for the same prompt (temperature > 0, a distinct seed
 requests share a llama.cpp server's prompt cache), each reply's action is parsed by ``parse`` and
 run by ``executor``, and the reply whose result most candidates share wins.
 
+With ``variants``, the candidates differ by prompt instead of by sampling: candidate ``i`` is
+asked as :class:`Variant` ``i`` says (its messages rewritten, another grammar), so one vote can
+pool answers written under different instructions, each greedy. Differently prompted answers
+err on different tasks, where samples of one prompt tend to repeat one mistake.
+
 ``executor(ctx, action) -> Hashable`` MUST be read-only: it must not advance the episode's turn
 count nor change the environment's state (for SQL: run the SELECT on a separate read-only
 connection). A raised exception is that candidate's error; errors never win over a result.
@@ -19,7 +24,7 @@ from typing import Any
 from stateflow.context import Context
 from stateflow.repetition import ActionParser
 
-__all__ = ["Candidate", "Executor", "Vote", "tally"]
+__all__ = ["Candidate", "Executor", "Variant", "Vote", "tally"]
 
 Executor = Callable[[Context, Hashable], Hashable]
 """``executor(ctx, action) -> result`` (read-only; raise on failure)."""
@@ -62,31 +67,57 @@ def tally(candidates: list[Candidate]) -> tuple[int, dict[int, int]]:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """How one candidate's request differs from the state's own request.
+
+    Attributes:
+        name: what the variant is, for traces and fingerprints (``"own"``, ``"with thought"``).
+        rewrite: applied to the text of the system message and of every message the model is
+            sent (``None``: sent as they are). It MUST be a pure function of the text.
+        grammar: the candidate's decoding grammar instead of the state's (``None``: the state's).
+        sampled: ask at :attr:`Vote.temperature` with seed ``Vote.seed + i``; off (default),
+            with the request's own settings (greedy when the profile's temperature is 0).
+    """
+
+    name: str
+    rewrite: Callable[[str], str] | None = None
+    grammar: str | None = None
+    sampled: bool = False
+
+
+@dataclass(frozen=True)
 class Vote:
     """Sample ``k`` candidate replies, execute each read-only, reply with the majority's.
 
     Attributes:
         parse: extracts the action from a reply (``None``: no action; such a candidate is an error).
         executor: runs an action read-only and returns a hashable result (see the module doc).
-        k: the number of candidates.
+        k: the number of candidates (default: 5, or the number of ``variants``).
         temperature: the sampling temperature of every candidate (must be > 0 to differ).
         seed: the first candidate's seed; candidate i uses ``seed + i``.
         greedy_first: candidate 0 is asked with the request's own settings (the model's greedy
             reply when the profile's temperature is 0), the others are sampled. Ties go to the
             first candidate, so when no result has a majority the vote falls back to the reply
             the state would have written without voting, not to a random sample.
+        variants: candidate ``i`` is asked as ``variants[i]`` says (see :class:`Variant`);
+            ties go to the first variant, so put the state's own request first.
     """
 
     parse: ActionParser
     executor: Executor
-    k: int = 5
+    k: int | None = None
     temperature: float = 0.7
     seed: int = 0
     greedy_first: bool = False
+    variants: tuple[Variant, ...] = ()
 
     def __post_init__(self) -> None:
         if not callable(self.parse) or not callable(self.executor):
             raise TypeError("Vote: parse and executor must be callable")
+        if self.variants and self.k is not None and self.k != len(self.variants):
+            raise ValueError(f"Vote: k={self.k} but {len(self.variants)} variants; leave k out to use one per variant")
+        if self.k is None:  # frozen: resolve the default once, so k reads as a plain int everywhere
+            object.__setattr__(self, "k", len(self.variants) if self.variants else 5)
         if self.k < 1:
             raise ValueError(f"Vote: k must be >= 1, got {self.k}")
         if self.temperature <= 0:
@@ -104,8 +135,21 @@ class Vote:
             return Candidate(reply, action, None, f"{type(err).__name__}: {err}")
         return Candidate(reply, action, key, None)
 
+    @property
+    def size(self) -> int:
+        """The number of candidates (``k`` once resolved)."""
+        assert self.k is not None  # resolved in __post_init__
+        return self.k
+
+    def variant(self, i: int) -> Variant | None:
+        """Candidate ``i``'s variant (``None``: no variants, every candidate is sampled alike)."""
+        return self.variants[i] if self.variants else None
+
     def fields(self, base: dict[str, Any], i: int) -> dict[str, Any]:
-        """The request fields of candidate ``i``."""
-        if self.greedy_first and i == 0:
+        """The request fields of candidate ``i`` (``base``: the state's own, or the variant's
+        when it has another grammar)."""
+        variant = self.variant(i)
+        greedy = (self.greedy_first and i == 0) if variant is None else not variant.sampled
+        if greedy:
             return dict(base)
         return {**base, "temperature": self.temperature, "seed": self.seed + i}

@@ -61,6 +61,7 @@ _DIRECT = {**_REBIND, "thoughts": False}  # replies are "Action: ..." with no Th
 _HINT = {**_DIRECT, "hint": True}  # "Unknown column" errors say which tables have the column
 _FIX = {**_HINT, "error_submits": False}  # Error answers with a corrected statement, never submit
 _VALUES = {**_HINT, "values": 3}  # Init shows 3 frequent values of each text column
+_PROMPT_VOTE = {**_VALUES, "answer_vote": True}  # Solve votes among 3 differently prompted answers
 
 #: the SQL variant ``stateflow demo`` runs with local models: the best flow measured on the
 #: development sample (docs/results.md, "Levers on the development sample")
@@ -81,6 +82,7 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "_hint": _HINT,
     "_fix": _FIX,
     "_values": _VALUES,
+    "_prompt_vote": _PROMPT_VOTE,
     "_vote": {**_TUNED, "vote": 5},  # Solve votes over 5 statements run read-only
 }
 

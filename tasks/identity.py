@@ -114,6 +114,21 @@ def _levers(out: LLM) -> dict[str, Any]:
             "temperature": v.temperature,
             "seed": v.seed,
             **({"greedy_first": True} if v.greedy_first else {}),  # only when set: older fingerprints hold
+            **(
+                {
+                    "variants": [
+                        {
+                            "name": x.name,
+                            "rewrite": _callable_name(x.rewrite),
+                            "grammar": x.grammar,
+                            "sampled": x.sampled,
+                        }
+                        for x in v.variants
+                    ]
+                }
+                if v.variants
+                else {}
+            ),
         }
     return levers
 

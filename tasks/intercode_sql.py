@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Hashable
+from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 
 from stateflow.tasks.actions import parse_action
@@ -48,6 +49,7 @@ from stateflow.tasks.tools import (
     execute,
     repeats_last_action,
     statement_is,
+    strip_values,
     submit,
     turns_exhausted,
 )
@@ -55,7 +57,7 @@ from stateflow.tasks.tools import (
 from stateflow import ANY, LLM, Context, Flow, Prompt, State, Tool, Transition
 from stateflow.degenerate import DegenerateCut
 from stateflow.repetition import RepeatGuard, repeated_action
-from stateflow.vote import Vote
+from stateflow.vote import Variant, Vote
 
 __all__ = [
     "SQL_FLOW",
@@ -67,6 +69,7 @@ __all__ = [
     "error_executes_only",
     "sql_flow",
     "submit_on_success",
+    "with_answer_vote",
     "with_levers",
     "with_schema",
     "with_vote",
@@ -365,6 +368,62 @@ def with_vote(flow: Flow, *, k: int = 5, state: str = "Solve", rebind: bool = Fa
     return flow.variant(flow.name, replace=[target.with_outputs(*outs)])
 
 
+@dataclass(frozen=True)
+class _WithThought:
+    """A vote variant's rewrite: the one-line reply format back to Thought + Action, and the
+    schema without its example values."""
+
+    one_line_system: str
+    two_line_system: str
+
+    def __call__(self, text: str) -> str:
+        return strip_values(text.replace(self.one_line_system, self.two_line_system))
+
+
+def with_answer_vote(flow: Flow, *, state: str = "Solve", rebind: bool = False) -> Flow:
+    """``state`` answers by a vote among three differently prompted greedy answers (not the
+    paper's flow): its own request; the same with a Thought line before the action and the
+    schema without example values (the prompt of the plain one-shot); and its own without the
+    values. Each statement runs read-only (re-bound when the flow re-binds) and the result most
+    of them share is the answer; a tie keeps the state's own.
+
+    It needs a flow whose replies have no Thought line and whose schema shows values
+    (``build_sql_flow(schema=True, thoughts=False, values=n)``): the variants switch those two
+    levers back off (without values the third answer is the first one again). With ``rebind``,
+    candidates are re-bound before they run, as the flow's own ``execute(rebind=True)`` will
+    run the winner. Why: on the development sample, the methods with and without each lever
+    solved different tasks (docs/results.md, issue 15), and a vote over differently prompted
+    answers can keep what each gets right, which k samples of one prompt (``with_vote``) did not.
+
+    Raises:
+        ValueError: the flow has no such state, or it still asks for Thought lines.
+    """
+    if state not in flow.states:
+        raise ValueError(f"with_answer_vote: flow {flow.name!r} has no state {state!r}")
+    system = flow.system_message or ""
+    two_line = load_prompt("sql", "system")
+    if system == two_line or _TWO_LINES in system:
+        raise ValueError("with_answer_vote: the flow's replies already have Thought lines (use thoughts=False)")
+    from stateflow.envs.sql.readonly import EpisodeReader  # here: defining other flows needs no MySQL driver
+
+    target = flow.states[state]
+    reader = EpisodeReader()
+
+    def voting(out: Prompt | LLM | Tool) -> Prompt | LLM | Tool:
+        if not isinstance(out, LLM):
+            return out
+        thought_grammar = None if out.grammar is None else THOUGHT_ACTION_GBNF
+        variants = (
+            Variant("own"),
+            Variant("with thought, no values", rewrite=_WithThought(system, two_line), grammar=thought_grammar),
+            Variant("no values", rewrite=strip_values),
+        )
+        executor = RebindingExecutor(reader) if rebind else reader
+        return dc_replace(out, vote=Vote(parse=executed_statement, executor=executor, variants=variants))
+
+    return flow.variant(flow.name, replace=[target.with_outputs(*(voting(o) for o in target.outputs))])
+
+
 def build_sql_flow(
     *,
     observe: bool = True,
@@ -384,6 +443,7 @@ def build_sql_flow(
     thoughts: bool = True,
     error_submits: bool = True,
     values: int = 0,
+    answer_vote: bool = False,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -407,6 +467,8 @@ def build_sql_flow(
             ``schema``, since Observe's grammar is a function of the listed tables).
         error_submits: off: Error answers with a statement, never ``submit`` (:func:`error_executes_only`).
         values: with ``schema``, Init also shows that many frequent values of each text column.
+        answer_vote: Solve's answer is voted among three differently prompted answers
+            (:func:`with_answer_vote`; needs ``schema``, ``values`` and ``thoughts=False``).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -439,6 +501,10 @@ def build_sql_flow(
         flow = error_executes_only(flow)
     if vote:
         flow = with_vote(flow, k=vote, rebind=rebind)
+    if answer_vote:
+        if not (values and not thoughts):
+            raise ValueError("answer_vote needs values > 0 and thoughts=False (its variants switch both back off)")
+        flow = with_answer_vote(flow, rebind=rebind)
     # Applied in this order so added instructions read in the order the original builder wrote them.
     for off, derive in (
         (not verify, without_verify),

@@ -12,6 +12,7 @@ The turn limit is the user's variable ``max_turns``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "failure_text",
     "repeats_last_action",
     "statement_is",
+    "strip_values",
     "submit",
     "turns_exhausted",
 ]
@@ -190,6 +192,22 @@ TEXT_TYPES = frozenset({"char", "varchar", "text", "tinytext", "mediumtext", "lo
 """Column types whose values :func:`describe_schema` samples (``values``)."""
 
 
+_SCHEMA_HEADERS = ("Tables and their columns:\n", "The database:\n")  # describe_schema's two forms
+_VALUE_LIST = re.compile(r": '(?:[^']|'')*'(?:/'(?:[^']|'')*')*")  # ": 'CD'/'CD / LP'" after a type
+
+
+def strip_values(text: str) -> str:
+    """A :func:`describe_schema` listing without its example values (the listing ``values=0``
+    gives); any other text is returned unchanged.
+
+    Used to ask for an answer as if the values had not been shown (a vote variant, see
+    :func:`~stateflow.tasks.intercode_sql.with_answer_vote`).
+    """
+    if not text.startswith(_SCHEMA_HEADERS):
+        return text
+    return _VALUE_LIST.sub("", text)
+
+
 def _base_type(declared: object) -> str:
     """``varchar(255)`` -> ``varchar``; ``int(11) unsigned`` -> ``int``."""
     return str(declared).split("(")[0].split()[0].lower() if str(declared).strip() else "?"
@@ -260,7 +278,7 @@ def describe_schema(*, keys: bool = False, ddl: bool = False, values: int = 0, n
             else:
                 described = "?"
             lines.append(f"CREATE TABLE {t} ({described});" if ddl else f"{t}({described})")
-        text = ("The database:\n" if ddl else "Tables and their columns:\n") + "\n".join(lines)
+        text = _SCHEMA_HEADERS[1 if ddl else 0] + "\n".join(lines)
         if keys:
             found, _, _, info = env.step(FOREIGN_KEYS_SQL)
             if info.get("action_executed", True) and isinstance(found, list) and found:

@@ -8,7 +8,7 @@ import pytest
 
 from stateflow import LLM, Flow, Prompt, State, Tool, ToolResult, Transition, run
 from stateflow.backends.scripted import ScriptedLLM
-from stateflow.vote import Candidate, Vote, tally
+from stateflow.vote import Candidate, Variant, Vote, tally
 from tests.core.helpers import scripted
 
 
@@ -96,3 +96,35 @@ def test_greedy_first_asks_candidate_0_with_the_request_settings_and_a_tie_falls
     first, *rest = llm.requests
     assert first.params.get("temperature") != 0.7 and "seed" not in first.params
     assert [(q.params["temperature"], q.params["seed"]) for q in rest] == [(0.7, 1), (0.7, 2)]
+
+
+def test_variants_ask_each_candidate_with_its_own_rewritten_prompt_and_the_first_wins_a_tie():
+    llm = ScriptedLLM([reply("C"), reply("B"), reply("X")])  # three outcomes, no majority
+    variants = (
+        Variant("own"),
+        Variant("shout", rewrite=str.upper),
+        Variant("sampled, renamed", rewrite=lambda t: t.replace("instruction", "order"), sampled=True),
+    )
+    vote = Vote(parse, fake_executor([]), variants=variants)
+    assert vote.k == 3
+    ask = State("Ask", Prompt("instruction"), LLM(vote=vote), Tool(lambda ctx: ToolResult("ok", {"ok": True}), "x"))
+    flow = Flow("vote", initial=ask, transitions=[Transition(ask, State("End", final=True))], system_message="system")
+    r = run(flow, "the task", models=scripted(), scripts={"fake": llm})
+    own, shout, renamed = llm.requests
+    texts = [[m["content"] for m in q.messages] for q in (own, shout, renamed)]
+    assert "system" in texts[0][0] and "the task" in "\n".join(texts[0])
+    assert all(t == t.upper() for t in texts[1]) and "THE TASK" in "\n".join(texts[1])  # system message too
+    assert texts[2] == [t.replace("instruction", "order") for t in texts[0]] != texts[0]
+    assert "temperature" not in shout.params or shout.params["temperature"] != 0.7
+    assert (renamed.params["temperature"], renamed.params["seed"]) == (0.7, 2)
+    cands = [s for s in r.steps if "[candidate" in s.output]
+    assert [s.detail["variant"] for s in cands] == ["own", "shout", "sampled, renamed"]
+    assert r.history.last("llm").content == reply("C")  # the tie goes to the first variant
+    # the agent's system message is restored after each variant
+    assert llm.requests[0].messages[0]["content"] == "system"
+
+
+def test_variants_fix_k_and_a_conflicting_k_is_refused():
+    with pytest.raises(ValueError, match="k=5 but 2 variants"):
+        Vote(parse, fake_executor([]), k=5, variants=(Variant("a"), Variant("b")))
+    assert Vote(parse, fake_executor([])).k == 5

@@ -298,3 +298,43 @@ def test_oneshot_direct_ddl_shows_each_table_as_a_create_table_line(sql_env):
     assert all(line.startswith("CREATE TABLE ") and line.endswith(");") for line in schema)
     assert "Tables and their columns" not in prompt
     assert episode_vars(r).reward == 1.0
+
+
+def test_prompt_vote_asks_three_differently_prompted_answers_and_the_majority_result_is_submitted(sql_env):
+    from stateflow.tasks.grammar import ACTION_GBNF, THOUGHT_ACTION_GBNF
+
+    flow, view = build_method("sf_agent_prompt_vote", default_registry().get("intercode-sql"), grammar=True)
+    gold = sql_env.task(0).gold
+    replies = [
+        "Action: execute[SELECT 12345]",  # own: a wrong answer alone
+        f"Thought: t\nAction: execute[{gold}]",  # with a Thought line
+        f"Action: execute[{gold.replace('SELECT ', 'SELECT  ', 1)}]",  # the same result, written differently
+    ]
+    r, srv = _run(flow, sql_env, replies, view)
+    assert len(srv.requests) == 3 and r.path[-2:] == ["Submit", "End"]
+    texts = ["\n".join(m["content"] for m in q["messages"]) for q in srv.requests]
+    assert "genre varchar: 'novel'" in texts[0] and "Every reply is exactly one line" in texts[0]
+    assert "genre varchar:" not in texts[1] and "Every reply has exactly two lines" in texts[1]
+    assert "genre varchar:" not in texts[2] and "Every reply is exactly one line" in texts[2]
+    assert "genre varchar)" in texts[1] and "genre varchar)" not in texts[0]  # the values went, the column stayed
+    grammars = [q.get("grammar") for q in srv.requests]
+    assert grammars == [ACTION_GBNF, THOUGHT_ACTION_GBNF, ACTION_GBNF]
+    winner = r.history.last("llm")
+    assert winner.meta["vote"]["winner"] == 1 and winner.meta["vote"]["per_candidate"] == [1, 2, 2]
+    assert episode_vars(r).reward == 1.0 and episode_vars(r).turns == 2  # schema + winner (candidates are read-only)
+
+
+def test_strip_values_gives_the_listing_without_values_and_leaves_other_text_alone(sql_env):
+    from stateflow.tasks.tools import describe_schema, strip_values
+
+    from stateflow.context import Context
+    from stateflow.messages import History
+
+    sql_env.reset(0)
+    ctx = Context(task="q", history=History(), env=sql_env)
+    with_values, plain = describe_schema(values=3).fn(ctx).content, describe_schema().fn(ctx).content
+    assert with_values != plain and strip_values(with_values) == plain
+    question = "Question: which books are tagged 'novel'/'poetry'? Answer: 'x'"
+    assert strip_values(question) == question
+    with pytest.raises(ValueError, match="answer_vote needs"):
+        build_sql_flow(schema=True, thoughts=False, answer_vote=True)
