@@ -436,6 +436,7 @@ class Episode:
             "k": vote.size,
             "per_candidate": [votes[i] for i in range(len(candidates))],
             "errors": sum(c.error is not None for c in candidates),
+            **({"variants": [v.name for v in vote.variants]} if vote.variants else {}),
         }
         msg = Message("assistant", agent.name, self.ctx.state, Kind.LLM, text, meta={"vote": tally_})
         self._record(out.label, msg, None, 0.0, {"vote": tally_})

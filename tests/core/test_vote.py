@@ -120,6 +120,7 @@ def test_variants_ask_each_candidate_with_its_own_rewritten_prompt_and_the_first
     cands = [s for s in r.steps if "[candidate" in s.output]
     assert [s.detail["variant"] for s in cands] == ["own", "shout", "sampled, renamed"]
     assert r.history.last("llm").content == reply("C")  # the tie goes to the first variant
+    assert r.history.last("llm").meta["vote"]["variants"] == ["own", "shout", "sampled, renamed"]
     # the agent's system message is restored after each variant
     assert llm.requests[0].messages[0]["content"] == "system"
 
