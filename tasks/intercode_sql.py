@@ -382,9 +382,9 @@ class _WithThought:
 
 def with_answer_vote(flow: Flow, *, state: str = "Solve", rebind: bool = False) -> Flow:
     """``state`` answers by a vote among three differently prompted greedy answers (not the
-    paper's flow): its own request; the same with a Thought line before the action and the
-    schema without example values (the prompt of the plain one-shot); and its own without the
-    values. Each statement runs read-only (re-bound when the flow re-binds) and the result most
+    paper's flow): its own request; the same with a Thought line before the action (the
+    system message's two-line format) and the schema without example values; and its own
+    without the values. Each statement runs read-only (re-bound when the flow re-binds) and the result most
     of them share is the answer; a tie keeps the state's own.
 
     It needs a flow whose replies have no Thought line and whose schema shows values
@@ -401,12 +401,12 @@ def with_answer_vote(flow: Flow, *, state: str = "Solve", rebind: bool = False) 
     if state not in flow.states:
         raise ValueError(f"with_answer_vote: flow {flow.name!r} has no state {state!r}")
     system = flow.system_message or ""
-    two_line = load_prompt("sql", "system")
-    if system == two_line or _TWO_LINES in system:
+    if _TWO_LINES in system:
         raise ValueError("with_answer_vote: the flow's replies already have Thought lines (use thoughts=False)")
     from stateflow.envs.sql.readonly import EpisodeReader  # here: defining other flows needs no MySQL driver
 
     target = flow.states[state]
+    two_lines = load_prompt("sql", "system")  # the system message before without_thoughts rewrote it
     reader = EpisodeReader()
 
     def voting(out: Prompt | LLM | Tool) -> Prompt | LLM | Tool:
@@ -415,7 +415,7 @@ def with_answer_vote(flow: Flow, *, state: str = "Solve", rebind: bool = False) 
         thought_grammar = None if out.grammar is None else THOUGHT_ACTION_GBNF
         variants = (
             Variant("own"),
-            Variant("with thought, no values", rewrite=_WithThought(system, two_line), grammar=thought_grammar),
+            Variant("with thought, no values", rewrite=_WithThought(system, two_lines), grammar=thought_grammar),
             Variant("no values", rewrite=strip_values),
         )
         executor = RebindingExecutor(reader) if rebind else reader

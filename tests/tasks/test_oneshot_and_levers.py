@@ -338,3 +338,11 @@ def test_strip_values_gives_the_listing_without_values_and_leaves_other_text_alo
     assert strip_values(question) == question
     with pytest.raises(ValueError, match="answer_vote needs"):
         build_sql_flow(schema=True, thoughts=False, answer_vote=True)
+    from stateflow.tasks.intercode_sql import with_answer_vote
+
+    with pytest.raises(ValueError, match="already have Thought lines"):
+        with_answer_vote(build_sql_flow(schema=True, values=3))
+    with pytest.raises(ValueError, match="no state 'Verify'"):
+        with_answer_vote(
+            build_sql_flow(schema=True, values=3, thoughts=False, verify_then_submit=False), state="Verify"
+        )
