@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +162,9 @@ def _paired_table(bench: PaperBenchmark, o: PairOutcome) -> list[str]:
     methods, tasks = paired_tasks(o, bench.paired_methods)
     if o.status != "incomplete" or len(methods) < 2 or not tasks:
         return []
+    # the same numbers as the method table, on the common tasks only
     common = set(tasks)
+    cells = method_cells(replace(o, records=[r for r in o.records if r.task in common]))
     lines = [
         "",
         f"Paired, {o.model.name}: the {len(tasks)} tasks that "
@@ -173,12 +175,8 @@ def _paired_table(bench: PaperBenchmark, o: PairOutcome) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for m in methods:
-        rs = [r for r in o.records if r.method == m and r.task in common]
-        n = len(rs)
-        lines.append(
-            f"| `{m}` | {100 * sum(r.success for r in rs) / n:.1f} | {sum(r.prompt_tokens for r in rs) / n:.0f} | "
-            f"{sum(r.completion_tokens for r in rs) / n:.0f} | {sum(r.wall_s for r in rs) / n:.1f} |"
-        )
+        c = cells[m]
+        lines.append(f"| `{m}` | {c.sr:.1f} | {c.p_tokens:.0f} | {c.c_tokens:.0f} | {c.wall_s:.1f} |")
     return lines
 
 
