@@ -24,7 +24,7 @@ from typing import Any
 from stateflow.context import Context
 from stateflow.repetition import ActionParser
 
-__all__ = ["Candidate", "Executor", "Variant", "Vote", "tally"]
+__all__ = ["Candidate", "Executor", "Variant", "Vote", "decided", "tally"]
 
 Executor = Callable[[Context, Hashable], Hashable]
 """``executor(ctx, action) -> result`` (read-only; raise on failure)."""
@@ -47,23 +47,52 @@ class Candidate:
     error: str | None
 
 
-def tally(candidates: list[Candidate]) -> tuple[int, dict[int, int]]:
-    """The winning candidate's index and the vote count of each candidate's result.
-
-    Majority over result keys of candidates without an error; a tie goes to the key sampled
-    first. When every candidate failed, the first one wins (with zero votes).
-    """
+def _results(candidates: list[Candidate]) -> tuple[dict[Hashable, int], dict[Hashable, int]]:
+    """Per result key: how many candidates without an error produced it, and the first one that did."""
     counts: dict[Hashable, int] = {}
     first: dict[Hashable, int] = {}
     for i, c in enumerate(candidates):
         if c.error is None:
             counts[c.key] = counts.get(c.key, 0) + 1
             first.setdefault(c.key, i)
+    return counts, first
+
+
+def tally(candidates: list[Candidate]) -> tuple[int, dict[int, int]]:
+    """The winning candidate's index and the vote count of each candidate's result.
+
+    Majority over result keys of candidates without an error; a tie goes to the key sampled
+    first. When every candidate failed, the first one wins (with zero votes).
+    """
+    counts, first = _results(candidates)
     votes = {i: (counts[c.key] if c.error is None else 0) for i, c in enumerate(candidates)}
     if not counts:
         return 0, votes
     best = max(counts, key=lambda k: (counts[k], -first[k]))
     return first[best], votes
+
+
+def decided(candidates: list[Candidate], remaining: int) -> bool:
+    """True when no replies of ``remaining`` more candidates can change :func:`tally`'s winner.
+
+    The worst case gives every remaining vote to one rival: a result seen before needs more
+    votes than the leader, or as many when it was seen first; a new result is seen last, so it
+    needs more. With nothing but errors so far, any later result would win.
+    """
+    if remaining <= 0:
+        return True
+    counts, first = _results(candidates)
+    if not counts:
+        return False
+    leader = max(counts, key=lambda k: (counts[k], -first[k]))
+    lead = counts[leader]
+    if remaining > lead:
+        return False
+    return all(
+        n + remaining < lead or (n + remaining == lead and first[key] > first[leader])
+        for key, n in counts.items()
+        if key != leader
+    )
 
 
 @dataclass(frozen=True)
@@ -101,6 +130,10 @@ class Vote:
             the state would have written without voting, not to a random sample.
         variants: candidate ``i`` is asked as ``variants[i]`` says (see :class:`Variant`);
             ties go to the first variant, so put the state's own request first.
+        stop_when_decided: stop asking once the candidates left cannot change the winner
+            (:func:`decided`): the same reply as asking all ``k``, with fewer calls. With two
+            of three greedy variants agreeing, the third is never asked, so put the cheapest
+            variants first.
     """
 
     parse: ActionParser
@@ -110,6 +143,7 @@ class Vote:
     seed: int = 0
     greedy_first: bool = False
     variants: tuple[Variant, ...] = ()
+    stop_when_decided: bool = False
 
     def __post_init__(self) -> None:
         if not callable(self.parse) or not callable(self.executor):

@@ -114,6 +114,7 @@ def _levers(out: LLM) -> dict[str, Any]:
             "temperature": v.temperature,
             "seed": v.seed,
             **({"greedy_first": True} if v.greedy_first else {}),  # only when set: older fingerprints hold
+            **({"stop_when_decided": True} if v.stop_when_decided else {}),
             **(
                 {
                     "variants": [

@@ -382,10 +382,13 @@ class _WithThought:
 
 def with_answer_vote(flow: Flow, *, state: str = "Solve", rebind: bool = False) -> Flow:
     """``state`` answers by a vote among three differently prompted greedy answers (not the
-    paper's flow): its own request; the same with a Thought line before the action (the
-    system message's two-line format) and the schema without example values; and its own
-    without the values. Each statement runs read-only (re-bound when the flow re-binds) and the result most
-    of them share is the answer; a tie keeps the state's own.
+    paper's flow): its own request; its own without the example values; and the same with a
+    Thought line before the action (the system message's two-line format) and the schema
+    without values. Each statement runs read-only (re-bound when the flow re-binds) and the
+    result most of them share is the answer; a tie keeps the state's own. When the first two
+    agree, the third is not asked (``Vote.stop_when_decided``): it is the costly one (another
+    system message, so no cached prompt prefix, and a Thought to write) and could not change
+    the answer.
 
     It needs a flow whose replies have no Thought line and whose schema shows values
     (``build_sql_flow(schema=True, thoughts=False, values=n)``): the variants switch those two
@@ -415,11 +418,12 @@ def with_answer_vote(flow: Flow, *, state: str = "Solve", rebind: bool = False) 
         thought_grammar = None if out.grammar is None else THOUGHT_ACTION_GBNF
         variants = (
             Variant("own"),
-            Variant("with thought, no values", rewrite=_WithThought(system, two_lines), grammar=thought_grammar),
             Variant("no values", rewrite=strip_values),
+            Variant("with thought, no values", rewrite=_WithThought(system, two_lines), grammar=thought_grammar),
         )
         executor = RebindingExecutor(reader) if rebind else reader
-        return dc_replace(out, vote=Vote(parse=executed_statement, executor=executor, variants=variants))
+        vote = Vote(parse=executed_statement, executor=executor, variants=variants, stop_when_decided=True)
+        return dc_replace(out, vote=vote)
 
     return flow.variant(flow.name, replace=[target.with_outputs(*(voting(o) for o in target.outputs))])
 

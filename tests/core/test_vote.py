@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
 
 from stateflow import LLM, Flow, Prompt, State, Tool, ToolResult, Transition, run
 from stateflow.backends.scripted import ScriptedLLM
-from stateflow.vote import Candidate, Variant, Vote, tally
+from stateflow.vote import Candidate, Variant, Vote, decided, tally
 from tests.core.helpers import scripted
 
 
@@ -129,3 +130,44 @@ def test_variants_fix_k_and_a_conflicting_k_is_refused():
     with pytest.raises(ValueError, match="k=5 but 2 variants"):
         Vote(parse, fake_executor([]), k=5, variants=(Variant("a"), Variant("b")))
     assert Vote(parse, fake_executor([])).k == 5
+
+
+def _candidates(keys: tuple[str | None, ...]) -> list[Candidate]:
+    """``None``: a candidate that failed."""
+    return [Candidate(k or "", k, k, None if k is not None else "failed") for k in keys]
+
+
+def test_decided_is_true_exactly_when_no_remaining_replies_can_change_the_winner():
+    # every prefix of every vote of up to 5 candidates over 3 results and failures, against
+    # brute force over every way the rest could reply (a result seen already, or a new one)
+    outcomes = ("a", "b", "c", None)
+    checked = 0
+    for k in range(1, 6):
+        for full in itertools.product(outcomes, repeat=k):
+            for asked in range(1, k + 1):  # with nothing asked there is no reply yet
+                prefix, remaining = full[:asked], k - asked
+                winners = {
+                    tally(_candidates(prefix + rest))[0] for rest in itertools.product(outcomes, repeat=remaining)
+                }
+                assert decided(_candidates(prefix), remaining) == (len(winners) == 1), (prefix, remaining)
+                checked += 1
+    assert checked > 3000
+    assert not decided([], 1)
+
+
+def test_a_decided_vote_stops_asking_and_replies_as_the_full_vote_would():
+    calls: list[str] = []
+    seen: list[str] = []
+    llm = ScriptedLLM([reply("A1"), reply("A2"), reply("B"), reply("C"), reply("B")])
+    vote = Vote(parse, fake_executor(calls), k=5, stop_when_decided=True)
+    r = run(vote_flow(vote, seen), "T", models=scripted(), scripts={"fake": llm})
+    # after A1, A2 (2 votes) and B, C (1 each) one candidate is left: B could tie at 2, but
+    # A's result was seen first, so the fifth is not asked
+    assert seen == ["A1"] and calls == ["A1", "A2", "B", "C"] and r.usage().calls == 4
+    assert r.history.last("llm").meta["vote"]["asked"] == 4
+    assert r.history.last("llm").meta["vote"]["k"] == 5
+
+    seen.clear()
+    llm = ScriptedLLM([reply("B"), reply("A1"), reply("A2"), reply("C"), reply("B")])
+    r = run(vote_flow(vote, seen), "T", models=scripted(), scripts={"fake": llm})
+    assert r.usage().calls == 5 and seen == ["B"]  # B, seen first, could still tie A: the fifth is asked and does

@@ -307,21 +307,33 @@ def test_prompt_vote_asks_three_differently_prompted_answers_and_the_majority_re
     gold = sql_env.task(0).gold
     replies = [
         "Action: execute[SELECT 12345]",  # own: a wrong answer alone
-        f"Thought: t\nAction: execute[{gold}]",  # with a Thought line
-        f"Action: execute[{gold.replace('SELECT ', 'SELECT  ', 1)}]",  # the same result, written differently
+        f"Action: execute[{gold.replace('SELECT ', 'SELECT  ', 1)}]",  # without values: the gold result
+        f"Thought: t\nAction: execute[{gold}]",  # with a Thought line: the same result, written differently
     ]
     r, srv = _run(flow, sql_env, replies, view)
     assert len(srv.requests) == 3 and r.path[-2:] == ["Submit", "End"]
     texts = ["\n".join(m["content"] for m in q["messages"]) for q in srv.requests]
     assert "genre varchar: 'novel'" in texts[0] and "Every reply is exactly one line" in texts[0]
-    assert "genre varchar:" not in texts[1] and "Every reply has exactly two lines" in texts[1]
-    assert "genre varchar:" not in texts[2] and "Every reply is exactly one line" in texts[2]
+    assert "genre varchar:" not in texts[1] and "Every reply is exactly one line" in texts[1]
+    assert "genre varchar:" not in texts[2] and "Every reply has exactly two lines" in texts[2]
     assert "genre varchar)" in texts[1] and "genre varchar)" not in texts[0]  # the values went, the column stayed
     grammars = [q.get("grammar") for q in srv.requests]
-    assert grammars == [ACTION_GBNF, THOUGHT_ACTION_GBNF, ACTION_GBNF]
+    assert grammars == [ACTION_GBNF, ACTION_GBNF, THOUGHT_ACTION_GBNF]
     winner = r.history.last("llm")
     assert winner.meta["vote"]["winner"] == 1 and winner.meta["vote"]["per_candidate"] == [1, 2, 2]
     assert episode_vars(r).reward == 1.0 and episode_vars(r).turns == 2  # schema + winner (candidates are read-only)
+
+
+def test_prompt_vote_does_not_ask_the_thought_answer_when_the_first_two_agree(sql_env):
+    flow, view = build_method("sf_agent_prompt_vote", default_registry().get("intercode-sql"), grammar=True)
+    gold = sql_env.task(0).gold
+    replies = [f"Action: execute[{gold}]", f"Action: execute[{gold.replace('SELECT ', 'SELECT  ', 1)}]"]
+    r, srv = _run(flow, sql_env, replies, view)
+    assert len(srv.requests) == 2  # a third request would fail: the scripted server has no reply left
+    assert all("Every reply is exactly one line" in q["messages"][0]["content"] for q in srv.requests)
+    tally_ = r.history.last("llm").meta["vote"]
+    assert tally_["asked"] == 2 and tally_["k"] == 3 and tally_["winner"] == 0
+    assert episode_vars(r).reward == 1.0 and r.path[-2:] == ["Submit", "End"]
 
 
 def test_strip_values_gives_the_listing_without_values_and_leaves_other_text_alone(sql_env):
