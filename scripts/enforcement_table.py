@@ -137,7 +137,7 @@ def plot(table: list[Cell], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     groups = sorted({(c.benchmark, c.model) for c in table})
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     width = 0.8 / len(MODES)
     for k, mode in enumerate(MODES):
         xs, vr, sr = [], [], []
@@ -155,8 +155,10 @@ def plot(table: list[Cell], path: Path) -> None:
         ax.set_xticks(range(len(groups)), labels)
         ax.set_title(title)
         ax.set_ylim(0, 100)
-    axes[0].legend(title="enforcement")
-    fig.tight_layout()
+    # one legend for both panels, above them: inside an axis it hides the 100 % bars
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, title="enforcement", loc="upper center", ncol=len(MODES), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.84))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
