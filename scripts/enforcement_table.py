@@ -216,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table-only", action="store_true")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
+    from stateflow.profiles import BUILTIN_PROFILES
+
+    unknown = [m for m in args.models if m not in BUILTIN_PROFILES]
+    if unknown:  # before any server starts or record is written
+        p.error(f"--models: unknown model {unknown[0]!r}; choose from {', '.join(sorted(BUILTIN_PROFILES))}")
     if not args.table_only:
         from stateflow.tasks.cli.stopping import stop_on_signals
 

@@ -65,3 +65,11 @@ def test_results_section_is_replaced_in_place(table_mod, tmp_path):
     table_mod.write_results(table_mod.markdown([], "react", {"intercode-sql": 5, "intercode-bash": 3}, "cmd"), doc)
     text = doc.read_text()
     assert text.count(table_mod.BEGIN) == 1 and "keep me" in text and "fixed sample of 5 Spider" in text
+
+
+def test_an_unknown_model_is_refused_before_anything_runs(table_mod, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        table_mod.main(["--models", "local", "bogus", "--runs", str(tmp_path / "runs"), "--docs", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert "unknown model 'bogus'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # no records, no document
