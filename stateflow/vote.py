@@ -58,6 +58,11 @@ def _results(candidates: list[Candidate]) -> tuple[dict[Hashable, int], dict[Has
     return counts, first
 
 
+def _leader(counts: dict[Hashable, int], first: dict[Hashable, int]) -> Hashable:
+    """The result with the most votes; a tie goes to the one seen first."""
+    return max(counts, key=lambda k: (counts[k], -first[k]))
+
+
 def tally(candidates: list[Candidate]) -> tuple[int, dict[int, int]]:
     """The winning candidate's index and the vote count of each candidate's result.
 
@@ -68,8 +73,7 @@ def tally(candidates: list[Candidate]) -> tuple[int, dict[int, int]]:
     votes = {i: (counts[c.key] if c.error is None else 0) for i, c in enumerate(candidates)}
     if not counts:
         return 0, votes
-    best = max(counts, key=lambda k: (counts[k], -first[k]))
-    return first[best], votes
+    return first[_leader(counts, first)], votes
 
 
 def decided(candidates: list[Candidate], remaining: int) -> bool:
@@ -84,7 +88,7 @@ def decided(candidates: list[Candidate], remaining: int) -> bool:
     counts, first = _results(candidates)
     if not counts:
         return False
-    leader = max(counts, key=lambda k: (counts[k], -first[k]))
+    leader = _leader(counts, first)
     lead = counts[leader]
     if remaining > lead:
         return False
