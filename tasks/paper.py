@@ -5,10 +5,14 @@ benchmark: its dataset, the paper's methods, the ablations, and the slot for thi
 flows); :func:`run_paper` runs it with the ordinary runner (:func:`stateflow.tasks.runner.evaluate`),
 one (benchmark, model) pair at a time, each into its own results directory
 ``OUT/<benchmark>/<model>/``. So the whole comparison resumes like a single ``stateflow run``:
-re-running skips every recorded episode. A pair that fails (its environment does not start, a
-model profile is wrong...) is reported in its :class:`PairOutcome` and the other pairs still run;
-nothing recorded is lost. :mod:`stateflow.tasks.paper_report` turns the outcomes into the tables
-and plots of ``docs/results.md`` and the README; ``stateflow bench paper`` (:mod:`stateflow.tasks.cli.bench`)
+re-running skips every recorded episode. With an archive (:attr:`PaperRun.archive`, the CLI's
+``docs/data/paper``), each pair also keeps its records, without traces, in
+``ARCHIVE/<benchmark>/<model>.jsonl`` (:mod:`stateflow.tasks.archive`): committed with the
+docs, it lets any clone rebuild the tables or resume the comparison where it stopped. A pair
+that fails (its environment does not start, a model profile is wrong...) is reported in its
+:class:`PairOutcome` and the other pairs still run; nothing recorded is lost.
+:mod:`stateflow.tasks.paper_report` turns the outcomes into the tables and plots of
+``docs/results.md`` and the README; ``stateflow bench paper`` (:mod:`stateflow.tasks.cli.bench`)
 does both.
 
 Adding a method to the comparison is adding its name to a benchmark's entry below: e.g. a
@@ -27,6 +31,7 @@ from typing import Literal
 
 from rich.console import Console
 from stateflow.envs.base import Environment
+from stateflow.tasks.archive import RecordArchive
 from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.methods import resolve_method
 from stateflow.tasks.registry import default_registry
@@ -215,6 +220,8 @@ class PaperRun:
         grammar: ``None``: each model's own :attr:`PaperModel.grammar`; else forced for all.
         run_missing: ``False`` runs nothing: the outcomes hold what is already recorded with
             these settings (to publish a partial run, or one made elsewhere).
+        archive: the root of the record archive (``None``: none). Archived episodes of the
+            same settings count as recorded, and every pair's records are merged into it.
     """
 
     benchmarks: tuple[PaperBenchmark, ...]
@@ -228,6 +235,13 @@ class PaperRun:
     data_dir: str | None = None
     retry_errors: bool = False
     run_missing: bool = True
+    archive: Path | None = None
+
+    def archive_file(self, bench: PaperBenchmark, model: PaperModel) -> Path | None:
+        """The pair's record archive, ``ARCHIVE/<benchmark>/<model>.jsonl`` (``None`` without an archive)."""
+        if self.archive is None:
+            return None
+        return pair_dir(self.archive, bench.name, model.name).with_suffix(".jsonl")
 
     def spec(self, bench: PaperBenchmark, model: PaperModel) -> RunSpec:
         """The runner's settings for one pair."""
@@ -246,6 +260,7 @@ class PaperRun:
             data_dir=self.data_dir,
             retry_errors=self.retry_errors,
             run_missing=self.run_missing,
+            archive=self.archive_file(bench, model),
             scripts=model.scripts,
         )
 
@@ -265,6 +280,7 @@ class PairOutcome:
         tasks_total: tasks per method (0 when the pair crashed before its tasks were known).
         ran, skipped: episodes run now, and found already recorded.
         seconds: wall time of this invocation on the pair.
+        archive: the pair's record archive file (``None`` without an archive).
     """
 
     benchmark: PaperBenchmark
@@ -277,6 +293,7 @@ class PairOutcome:
     skipped: int = 0
     seconds: float = 0.0
     error: str | None = None
+    archive: Path | None = None
 
     def done(self, method: str) -> int:
         """How many of ``method``'s tasks have a record."""
@@ -356,9 +373,21 @@ def run_paper(
         total = summary.planned // len(bench.all_methods)
         status = _status(summary.records, bench.all_methods, total)
         outcome = PairOutcome(
-            bench, model, spec.out, status, summary.records, total, summary.finished, summary.skipped, seconds
+            bench,
+            model,
+            spec.out,
+            status,
+            summary.records,
+            total,
+            summary.finished,
+            summary.skipped,
+            seconds,
+            archive=spec.archive,
         )
         outcomes.append(outcome)
+        if spec.archive is not None and summary.records:
+            changed = RecordArchive(spec.archive).merge(summary.records)
+            console.print(f"{head}: archive {spec.archive}: {changed} record(s) added or updated")
         solved = sum(r.success for r in summary.records)
         errored = sum(r.status != "ok" for r in summary.records)
         console.print(

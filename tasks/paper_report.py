@@ -245,7 +245,8 @@ def results_section(
         "not every task is done), mean prompt and completion tokens per task, mean wall seconds per task, "
         "errored episodes (an error or a timeout; scored on what ran). Results directories: "
         + ", ".join(f"`{o.out}`" for o in outcomes)
-        + ".",
+        + "."
+        + _archived(outcomes),
     ]
     for bench in _benchmarks(outcomes):
         pairs = _pairs(outcomes, bench)
@@ -264,6 +265,13 @@ def results_section(
         lines += ["", "### Plots", ""]
         lines += "\n\n".join(f"![{title}]({link})" for title, link in images).split("\n")
     return "\n".join(lines)
+
+
+def _archived(outcomes: Sequence[PairOutcome]) -> str:
+    files = [o.archive for o in outcomes if o.archive is not None]
+    if not files:
+        return ""
+    return " The records, without traces, are archived in " + ", ".join(f"`{f}`" for f in files) + "."
 
 
 def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link: str) -> str:

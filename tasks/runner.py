@@ -21,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from stateflow.envs.base import Environment
+from stateflow.tasks.archive import RecordArchive
 from stateflow.tasks.benchmark import Benchmark, EnvOptions
 from stateflow.tasks.episode import ORACLE_PROFILE, EpisodeSpec, run_episode
 from stateflow.tasks.episode_record import EpisodeRecord
@@ -143,6 +144,7 @@ class RunSpec:
     retry_errors: bool = False
     mix_settings: bool = False
     run_missing: bool = True  # False: only report what is recorded (nothing runs, nothing is written)
+    archive: Path | None = None  # a record archive (stateflow.tasks.archive) whose episodes count as recorded
     scripts: dict[str, ScriptedLLM] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -359,10 +361,11 @@ def evaluate(
     results = ResultsFile(spec.out / "results.jsonl")
     loaded = results.load()
     current = latest_records(loaded.records)
+    archived = _archived(spec, identities, selection, current)
     if not spec.run_missing:  # only what is recorded with these settings; the directory is not touched
         digests = {ident.digest for ident in identities.values()}
         wanted = set(selection.indices)
-        mine = [r for r in current if r.identity_digest in digests and r.task in wanted]
+        mine = [r for r in current if r.identity_digest in digests and r.task in wanted] + archived
         planned = len(spec.methods) * len(selection.indices)
         return RunSummary(spec.out, planned, len(mine), 0, False, mine, identities)
     others, diffs, legacy = _other_settings(current, identities)
@@ -378,6 +381,14 @@ def evaluate(
         # Read again under the lock: a run that held it until now may have recorded more.
         loaded = results.load()
         current = latest_records(loaded.records)
+        archived = _archived(spec, identities, selection, current)
+        if archived:  # copied in, so this directory alone holds every episode the run reports
+            if loaded.torn_tail:
+                results.load(repair=True)
+            results.extend(archived)
+            console.print(f"resumed {len(archived)} episode(s) from the archive {spec.archive}")
+            loaded = results.load()
+            current = latest_records(loaded.records)
         return _run(
             spec,
             identities,
@@ -400,6 +411,22 @@ def evaluate(
     finally:
         if lock is not None:
             lock.release()
+
+
+def _archived(
+    spec: RunSpec, identities: dict[str, EpisodeIdentity], selection: TaskSelection, current: list[EpisodeRecord]
+) -> list[EpisodeRecord]:
+    """The archived records of this run's episodes that the results file does not hold yet."""
+    if spec.archive is None:
+        return []
+    digests = {ident.digest for ident in identities.values()}
+    wanted = set(selection.indices)
+    have = {record_key(r) for r in current}
+    return [
+        r
+        for r in RecordArchive(spec.archive).load()
+        if r.identity_digest in digests and r.task in wanted and record_key(r) not in have
+    ]
 
 
 def _run(

@@ -4,6 +4,8 @@ It runs every method of :data:`stateflow.tasks.paper.PAPER_BENCHMARKS` with ever
 ``--models`` (:func:`stateflow.tasks.paper.run_paper`), one results directory per pair under
 ``--out``, then writes the tables and plots (:func:`stateflow.tasks.paper_report.write_paper_docs`).
 Re-running the same command resumes; with everything recorded it only rewrites the documents.
+The records behind the documents are kept, without traces, in ``docs/data/paper/`` (``--archive``,
+see :mod:`stateflow.tasks.archive`), so they survive the machine that ran them.
 
 At full size (the defaults) it runs 12 SQL methods x 100 Spider dev tasks and 6 Bash methods x 50
 NL2Bash tasks with each of the two embedded models: 3,000 episodes, a day or more on 2 cores.
@@ -76,6 +78,11 @@ def register(app: typer.Typer) -> None:
         ),
         images: Annotated[Path, typer.Option(help="folder for the PNG plots")] = Path("docs/img/paper"),
         readme: Annotated[Path, typer.Option(help="README whose headline table is written")] = Path("README.md"),
+        archive: Annotated[
+            Path,
+            typer.Option(help="record archive to commit: ARCHIVE/<benchmark>/<model>.jsonl, read and updated"),
+        ] = Path("docs/data/paper"),
+        no_archive: Annotated[bool, typer.Option("--no-archive", help="neither read nor write an archive")] = False,
         no_readme: Annotated[bool, typer.Option("--no-readme", help="leave the README alone")] = False,
         config: Annotated[Path | None, typer.Option(help="TOML file with [profiles.*] and [models]")] = None,
         workers: Annotated[int, typer.Option(min=1, help="episodes in parallel (one environment each)")] = 1,
@@ -99,6 +106,10 @@ def register(app: typer.Typer) -> None:
         PNGs in --images and the headline between the paper-headline markers of --readme are
         (re)written. Pairs not complete are shown as done/total, never as final numbers; when no
         pair recorded anything, the documents are left alone. Exit status 1 if a pair crashed.
+
+        Every reported record is also kept, without its trace, in --archive (commit it with the
+        docs): episodes found there count as recorded, so a fresh clone resumes the comparison,
+        and --no-run rebuilds the documents from the archive alone.
         """
         from stateflow.tasks.cli.run import _announce, _assignment, _auto_grammar
         from stateflow.tasks.paper import PaperModel, PaperRun, paper_benchmarks, run_paper
@@ -132,6 +143,7 @@ def register(app: typer.Typer) -> None:
             data_dir=data,
             retry_errors=retry_errors,
             run_missing=not no_run,
+            archive=None if no_archive else archive,
         )
         with stop_on_signals():
             outcomes, interrupted = run_paper(run, console=console, progress=not no_progress)

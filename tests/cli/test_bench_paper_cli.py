@@ -132,6 +132,21 @@ def test_bench_paper_smoke_runs_writes_and_resumes(tmp_path, sql_available, bash
         assert (images / name).read_bytes().startswith(b"\x89PNG")
         assert f"](img/paper/{name})" in section
 
+    # The records behind the section are archived (default --archive docs/data/paper, from the
+    # working directory), and another clone rebuilds the same tables from the archive alone.
+    archived = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "docs" / "data").rglob("*.jsonl"))
+    assert archived == sorted(f"docs/data/paper/{b.name}/{m}.jsonl" for b in PAPER_BENCHMARKS for m in MODELS)
+    clone = tmp_path / "clone"
+    (clone / "docs").mkdir(parents=True)
+    (clone / "docs" / "results.md").write_text("<!-- paper-begin -->\n<!-- paper-end -->\n")
+    (clone / "docs" / "data").symlink_to(tmp_path / "docs" / "data", target_is_directory=True)
+    rebuild = [*args[: args.index("--out")], "--no-run", "--no-readme", "--config", str(tmp_path / "models.toml")]
+    rebuilt = _run(clone, *rebuild, "--no-progress")
+    assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+    clone_section = _section((clone / "docs" / "results.md").read_text(), "paper")
+    strip = lambda text: [ln for ln in text.splitlines() if not ln.startswith(("Command:", "Per (benchmark"))]  # noqa: E731
+    assert strip(clone_section) == strip(section) and not (clone / "runs").exists()
+
     readme_text = readme.read_text()
     assert readme_text.startswith("# Project\n\n<!-- paper-headline-begin -->\n") and readme_text.endswith("\nbelow\n")
     headline = _table_rows(_section(readme_text, "paper-headline"))
