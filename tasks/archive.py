@@ -84,6 +84,7 @@ class RecordArchive:
                     fh.write(json.dumps(r.to_dict(), ensure_ascii=False, default=str, sort_keys=True) + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a committed file from other users
             os.replace(tmp, self.path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -71,6 +71,7 @@ def test_merge_replaces_by_key_keeps_the_rest_sorted_and_leaves_no_temporary_fil
     assert archive.merge([_record(1, digest="other")]) == 1  # another identity: kept beside it
     assert len(archive.load()) == 4
     assert os.listdir(archive.path.parent) == ["m.jsonl"]
+    assert archive.path.stat().st_mode & 0o777 == 0o644  # readable like any file of the checkout
 
 
 def _profile(name: str = "m") -> ModelProfile:
