@@ -1,0 +1,97 @@
+"""`stateflow compare`: one method against another on the tasks both finished (won / lost, sign test).
+
+Each side is a results directory, a results file or an archive file
+(``docs/data/paper/<benchmark>/<model>.jsonl``), with ``:METHOD`` when it holds several methods::
+
+    stateflow compare runs/levers:oneshot runs/levers:sf_agent_hint
+    stateflow compare runs/before runs/after --list      # also print the tasks won and lost
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from stateflow.errors import ConfigError
+
+__all__ = ["parse_side", "register"]
+
+
+def parse_side(side: str) -> tuple[Path, str | None]:
+    """``PATH`` or ``PATH:METHOD`` -> (path, method or ``None``); a path that exists as written wins.
+
+    Raises:
+        ConfigError: neither the whole text nor the part before the last ``:`` is an existing path.
+    """
+    if Path(side).exists():
+        return Path(side), None
+    path, sep, method = side.rpartition(":")
+    if sep and path and method and Path(path).exists():
+        return Path(path), method
+    raise ConfigError(f"{side}: no results there; give a results directory or file, optionally as PATH:METHOD")
+
+
+def _pct(solved: int, n: int) -> str:
+    return f"{100.0 * solved / n:.1f}" if n else "-"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``compare`` to ``app``."""
+
+    @app.command("compare")
+    def compare_cmd(
+        baseline: Annotated[
+            str, typer.Argument(help="PATH or PATH:METHOD (results directory, results or archive file)")
+        ],
+        candidate: Annotated[str, typer.Argument(help="PATH or PATH:METHOD, compared against the baseline")],
+        list_tasks: Annotated[bool, typer.Option("--list", help="also print the task indices won and lost")] = False,
+    ) -> None:
+        """Compare two methods on the tasks both finished: success, won / lost, sign test, tokens, time."""
+        from stateflow.tasks.metrics import load_results
+        from stateflow.tasks.paired import compare, side_records
+
+        sides, labels = [], []
+        for text in (baseline, candidate):
+            path, method = parse_side(text)
+            records = side_records(load_results([str(path)]), method, text)
+            sides.append(records)
+            labels.append(text if method else f"{text}:{records[0].method}")
+        result = compare(sides[0], sides[1], labels=(labels[0], labels[1]))
+        console = Console() if Console().is_terminal else Console(width=160)
+        if not result.tasks:
+            raise ConfigError(
+                f"{baseline} and {candidate} share no task (benchmark, dataset and task index must match)"
+            )
+        table = Table(title=f"{len(result.tasks)} common tasks", title_justify="left")
+        table.add_column("")
+        table.add_column("baseline", overflow="fold")
+        table.add_column("candidate", overflow="fold")
+        table.add_row("", escape(result.baseline), escape(result.candidate))
+        table.add_row("success %", f"{result.success('baseline'):.1f}", f"{result.success('candidate'):.1f}")
+        for level, split in result.by_hardness.items():
+            table.add_row(
+                f"  {level} ({split.tasks})",
+                _pct(split.baseline_solved, split.tasks),
+                _pct(split.candidate_solved, split.tasks),
+            )
+        table.add_row("prompt tok / task", *(f"{v:.0f}" for v in result.mean_prompt_tokens))
+        table.add_row("completion tok / task", *(f"{v:.0f}" for v in result.mean_completion_tokens))
+        table.add_row("s / task", *(f"{v:.1f}" for v in result.mean_wall_s))
+        console.print(table)
+        console.print(
+            f"candidate won {result.won}, lost {result.lost} (sign test p = {result.p_value:.3g}); "
+            f"same reward on {result.same_reward} of {len(result.tasks)} tasks"
+        )
+        if result.only_baseline or result.only_candidate:
+            console.print(
+                f"not compared: {result.only_baseline} task(s) only the baseline finished, "
+                f"{result.only_candidate} only the candidate"
+            )
+        if list_tasks:
+            console.print(f"won: {', '.join(map(str, result.won_tasks)) or '-'}")
+            console.print(f"lost: {', '.join(map(str, result.lost_tasks)) or '-'}")

@@ -1,0 +1,121 @@
+"""Paired comparison (won / lost, sign test) and `stateflow compare` on results files."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from stateflow.tasks.archive import RecordArchive
+from stateflow.tasks.episode_record import EpisodeRecord
+from stateflow.tasks.paired import compare, side_records, sign_test_p
+from stateflow.tasks.records import ResultsFile
+
+from stateflow.cli.main import main
+from stateflow.errors import ConfigError
+
+
+def _rec(task: int, success: bool, *, method: str = "a", hardness: str = "easy", digest: str = "d", **kw):
+    return EpisodeRecord(
+        benchmark="intercode-sql",
+        dataset="spider",
+        method=method,
+        models="default=local",
+        task=task,
+        hardness=hardness,
+        status="ok",
+        success=success,
+        reward_raw=1.0 if success else kw.pop("reward", 0.0),
+        turns=1,
+        failed_actions=0,
+        identity_digest=f"{digest}-{method}",
+        **kw,
+    )
+
+
+@pytest.mark.parametrize(("won", "lost"), [(0, 0), (1, 0), (8, 2), (2, 8), (13, 2), (5, 5), (3, 4), (0, 12)])
+def test_sign_test_matches_the_binomial_by_brute_force(won, lost):
+    n = won + lost
+    if n == 0:
+        assert sign_test_p(won, lost) == 1.0
+        return
+    # Every sequence of n fair coins: the share of splits at least as uneven as the observed one.
+    extreme = abs(won - lost)
+    at_least = sum(1 for flips in itertools.product((0, 1), repeat=n) if abs(2 * sum(flips) - n) >= extreme)
+    assert math.isclose(sign_test_p(won, lost), at_least / 2**n)
+
+
+def test_sign_test_known_values_and_bad_counts():
+    assert sign_test_p(8, 2) == 0.109375  # the levers table's "8 / 2 (p = 0.11)"
+    assert sign_test_p(30, 2) < 1e-6
+    assert sign_test_p(3, 3) == 1.0
+    with pytest.raises(ValueError, match="counts must be >= 0"):
+        sign_test_p(-1, 2)
+
+
+def test_compare_counts_only_common_tasks_and_splits_by_hardness():
+    base = [
+        _rec(0, True),
+        _rec(1, False),
+        _rec(2, True, hardness="hard"),
+        _rec(3, False, hardness="extra"),
+        _rec(9, True),
+    ]
+    cand = [
+        _rec(0, True, method="b"),
+        _rec(1, True, method="b", hardness="medium"),
+        _rec(2, False, method="b", hardness="hard"),
+        _rec(3, False, method="b", hardness="extra", reward=0.5),
+        _rec(7, True, method="b"),
+    ]
+    c = compare(base, cand, labels=("A", "B"))
+    assert c.tasks == (0, 1, 2, 3)
+    assert (c.baseline_solved, c.candidate_solved, c.won_tasks, c.lost_tasks) == (2, 2, (1,), (2,))
+    assert c.same_reward == 1  # task 0 only: task 3 failed on both sides, with different rewards
+    assert (c.only_baseline, c.only_candidate) == (1, 1)
+    assert list(c.by_hardness) == ["easy", "hard", "extra"]  # Spider's order, from the baseline's labels
+    assert (c.by_hardness["easy"].tasks, c.by_hardness["easy"].candidate_solved) == (2, 2)
+    assert (c.success("baseline"), c.success("candidate"), c.p_value) == (50.0, 50.0, 1.0)
+
+
+def test_a_side_is_one_method_of_one_setting():
+    records = [_rec(0, True), _rec(1, False), _rec(0, True, method="b")]
+    assert [r.task for r in side_records(records, "a", "runs/x:a")] == [0, 1]
+    with pytest.raises(ConfigError, match="runs/x holds 2 methods \\(a, b\\); name one as PATH:METHOD"):
+        side_records(records, None, "runs/x")
+    with pytest.raises(ConfigError, match="no episodes of method 'c'; recorded: a, b"):
+        side_records(records, "c", "runs/x:c")
+    mixed = [_rec(0, True), _rec(1, True, digest="other")]
+    with pytest.raises(ConfigError, match="method 'a' was recorded with 2 settings"):
+        side_records(mixed, "a", "runs/x:a")
+    with pytest.raises(ConfigError, match="runs/empty: no episodes recorded"):
+        side_records([], None, "runs/empty")
+
+
+def test_compare_command_reads_results_dirs_and_archives(tmp_path, capsys):
+    ResultsFile(tmp_path / "run" / "results.jsonl").extend(
+        [_rec(t, t % 2 == 0, wall_s=2.0, prompt_tokens=100) for t in range(6)]
+        + [_rec(t, t < 5, method="b", wall_s=4.0, prompt_tokens=300) for t in range(6)]
+    )
+    RecordArchive(tmp_path / "archive.jsonl").merge([_rec(t, True, method="b") for t in range(4)])
+
+    def run(*args: str) -> tuple[int, str]:
+        code = main(["compare", *args])
+        got = capsys.readouterr()
+        return code, " ".join((got.out + got.err).split())
+
+    code, out = run(f"{tmp_path}/run:a", f"{tmp_path}/run:b", "--list")
+    assert code == 0, out
+    assert "6 common tasks" in out and "50.0" in out and "83.3" in out
+    assert "candidate won 2, lost 0 (sign test p = 0.5); same reward on 4 of 6 tasks" in out
+    assert "won: 1, 3" in out and "lost: -" in out
+    assert "100" in out and "300" in out and "2.0" in out and "4.0" in out
+
+    code, out = run(f"{tmp_path}/run:a", str(tmp_path / "archive.jsonl"))
+    assert code == 0, out
+    assert "4 common tasks" in out and "not compared: 2 task(s) only the baseline finished" in out
+
+    code, out = run(f"{tmp_path}/run", f"{tmp_path}/run:b")
+    assert code == 1 and "holds 2 methods (a, b); name one as PATH:METHOD" in out
+    code, out = run(f"{tmp_path}/run:a", f"{tmp_path}/nowhere:b")
+    assert code == 1 and "nowhere:b: no results there" in out
