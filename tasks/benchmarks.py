@@ -73,6 +73,9 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "_no_verify": {"verify": False},
     "_no_error": {"error": False},
     "_no_observe": {"observe": False},
+    # the paper's flow without its worked examples: the 0.5B model copies them verbatim (it
+    # queries the example's `telescope` table on every database), so this measures that alone
+    "_no_examples": {"examples": False},
     "_schema": {"schema": True},  # Init lists every table with its columns (small models need it)
     "_tuned": _TUNED,
     "_lean": _LEAN,

@@ -119,6 +119,25 @@ def test_the_lean_variant_drops_every_worked_example_and_keeps_the_rules():
     assert lean.states.keys() == tuned.states.keys()
 
 
+@pytest.mark.parametrize("view", ["stateflow", "sf_agent"])
+def test_the_paper_flow_without_examples_differs_from_it_only_by_the_examples(view):
+    bench = default_registry().get("intercode-sql")
+    paper, paper_view = build_method(view, bench)
+    plain, plain_view = build_method(f"{view}_no_examples", bench)
+    assert type(plain_view) is type(paper_view) and plain.states.keys() == paper.states.keys()
+    assert [(r.sources, r.target) for r in plain.transitions] == [(r.sources, r.target) for r in paper.transitions]
+    dropped = 0
+    for name, state in paper.states.items():
+        with_example, without = state.instruction, plain.states[name].instruction
+        assert "of this step" not in without and "telescope" not in without
+        if "of this step" in with_example:
+            dropped += 1
+            assert without.strip() == with_example[with_example.index("Now your step") :].strip()
+        else:
+            assert without == with_example
+    assert dropped >= 3  # Observe, Solve, Verify and Error carry one in the paper's flow
+
+
 def test_the_vote_variant_runs_candidates_read_only_and_executes_the_majority(sql_env):
     flow, view = build_method("sf_agent_vote", default_registry().get("intercode-sql"))
     gold = sql_env.task(0).gold
