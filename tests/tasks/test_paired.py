@@ -119,3 +119,18 @@ def test_compare_command_reads_results_dirs_and_archives(tmp_path, capsys):
     assert code == 1 and "holds 2 methods (a, b); name one as PATH:METHOD" in out
     code, out = run(f"{tmp_path}/run:a", f"{tmp_path}/nowhere:b")
     assert code == 1 and "nowhere:b: no results there" in out
+
+
+def test_archive_command_keeps_a_runs_records_without_traces(tmp_path, capsys):
+    ResultsFile(tmp_path / "run" / "results.jsonl").extend(
+        [_rec(t, t % 2 == 0, history=[{"role": "user", "content": "x" * 500}]) for t in range(3)]
+    )
+    target = tmp_path / "docs" / "levers.jsonl"
+    assert main(["archive", str(tmp_path / "run"), "--to", str(target)]) == 0
+    assert "3 record(s) added or updated, 3 in all" in capsys.readouterr().out
+    kept = RecordArchive(target).load()
+    assert [(r.task, r.success, r.history) for r in kept] == [(0, True, []), (1, False, []), (2, True, [])]
+    assert main(["archive", str(tmp_path / "run"), "--to", str(target)]) == 0
+    assert "0 record(s) added or updated, 3 in all" in capsys.readouterr().out
+    assert main(["archive", str(tmp_path / "nothing"), "--to", str(target)]) == 1
+    assert "no results here" in capsys.readouterr().err

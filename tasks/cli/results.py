@@ -1,4 +1,6 @@
-"""`stateflow compare`: one method against another on the tasks both finished (won / lost, sign test).
+"""Commands on recorded results: `stateflow compare` (one method against another on the tasks both
+finished: won / lost, sign test) and `stateflow archive` (keep a run's records, without traces, in
+a file to commit).
 
 Each side is a results directory, a results file or an archive file
 (``docs/data/paper/<benchmark>/<model>.jsonl``), with ``:METHOD`` when it holds several methods::
@@ -41,7 +43,29 @@ def _pct(solved: int, n: int) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``compare`` to ``app``."""
+    """Add ``compare`` and ``archive`` to ``app``."""
+
+    @app.command("archive")
+    def archive_cmd(
+        dirs: Annotated[list[str], typer.Argument(help="result directories (or results.jsonl files)")],
+        to: Annotated[Path, typer.Option("--to", help="the archive file to create or update (commit it)")],
+    ) -> None:
+        """Keep the records of DIRS, without their traces, in an archive file to commit.
+
+        Records already in the archive stay; a newer record of the same episode replaces its older
+        one. The archive reads like a results file: `stateflow report` and `stateflow compare`
+        take it, and `stateflow bench paper` resumes from its own (docs/data/paper).
+        """
+        from stateflow.tasks.archive import RecordArchive
+        from stateflow.tasks.metrics import load_results
+
+        records = load_results(dirs)
+        if not records:
+            raise ConfigError(f"no episodes recorded in {', '.join(dirs)}")
+        archive = RecordArchive(to)
+        changed = archive.merge(records)
+        held = len(archive.load())
+        Console().print(f"{escape(str(to))}: {changed} record(s) added or updated, {held} in all")
 
     @app.command("compare")
     def compare_cmd(
