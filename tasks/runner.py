@@ -361,11 +361,11 @@ def evaluate(
     results = ResultsFile(spec.out / "results.jsonl")
     loaded = results.load()
     current = latest_records(loaded.records)
-    archived = _archived(spec, identities, selection, current)
     if not spec.run_missing:  # only what is recorded with these settings; the directory is not touched
         digests = {ident.digest for ident in identities.values()}
         wanted = set(selection.indices)
-        mine = [r for r in current if r.identity_digest in digests and r.task in wanted] + archived
+        mine = [r for r in current if r.identity_digest in digests and r.task in wanted]
+        mine += _archived(spec, identities, selection, current)
         planned = len(spec.methods) * len(selection.indices)
         return RunSummary(spec.out, planned, len(mine), 0, False, mine, identities)
     others, diffs, legacy = _other_settings(current, identities)

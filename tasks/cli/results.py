@@ -76,6 +76,7 @@ def register(app: typer.Typer) -> None:
         list_tasks: Annotated[bool, typer.Option("--list", help="also print the task indices won and lost")] = False,
     ) -> None:
         """Compare two methods on the tasks both finished: success, won / lost, sign test, tokens, time."""
+        from stateflow.tasks.cli.run import _table_console
         from stateflow.tasks.metrics import load_results
         from stateflow.tasks.paired import compare, side_records
 
@@ -86,11 +87,11 @@ def register(app: typer.Typer) -> None:
             sides.append(records)
             labels.append(text if method else f"{text}:{records[0].method}")
         result = compare(sides[0], sides[1], labels=(labels[0], labels[1]))
-        console = Console() if Console().is_terminal else Console(width=160)
         if not result.tasks:
             raise ConfigError(
                 f"{baseline} and {candidate} share no task (benchmark, dataset and task index must match)"
             )
+        console = _table_console()
         table = Table(title=f"{len(result.tasks)} common tasks", title_justify="left")
         table.add_column("")
         table.add_column("baseline", overflow="fold")

@@ -119,6 +119,10 @@ def test_compare_command_reads_results_dirs_and_archives(tmp_path, capsys):
     assert code == 1 and "holds 2 methods (a, b); name one as PATH:METHOD" in out
     code, out = run(f"{tmp_path}/run:a", f"{tmp_path}/nowhere:b")
     assert code == 1 and "nowhere:b: no results there" in out
+    bash = [_rec(t, True).model_copy(update={"benchmark": "intercode-bash"}) for t in range(3)]
+    ResultsFile(tmp_path / "bash" / "results.jsonl").extend(bash)
+    code, out = run(f"{tmp_path}/run:a", f"{tmp_path}/bash")
+    assert code == 1 and "share no task (benchmark, dataset and task index must match)" in out
 
 
 def test_archive_command_keeps_a_runs_records_without_traces(tmp_path, capsys):
