@@ -7,7 +7,8 @@ paper comparison also keeps every record it reports in an archive file under ``d
 with the docs. An archived record is the episode record with its trace dropped
 (:func:`compact`): ``history``, ``transitions`` and ``eval`` are emptied, which makes a record
 about 1-2 KB instead of 10-100 KB; everything metrics, reports and resume read is kept (reward,
-tokens per state and model, wall time, status, the episode identity).
+tokens per state and model, wall time, status, the episode identity), and so is the last
+command executed (``last_action``), so a failure can still be read.
 
 The archive is read the way a results file is (:class:`~stateflow.tasks.records.ResultsFile`,
 newest record per key), and the runner treats an archived record of the same episode identity

@@ -157,6 +157,7 @@ def run_episode(
         "error": result.error,
         "stop_reason": result.stop_reason,
         "submitted": submitted,
+        "last_action": v.last_action,
         "reward_raw": reward_raw,
         "reward": max(reward_raw, 0.0),
         "success": reward_raw == 1.0,

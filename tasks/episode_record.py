@@ -56,6 +56,9 @@ class EpisodeRecord(BaseModel):
         task: the task index; with ``identity_digest`` the resume key.
         status: ``ok``, ``error`` (model or harness failed) or ``timeout``.
         submitted: the agent submitted (else the last observation was submitted for it).
+        last_action: the last command the agent executed, which is what a submission scores
+            (``None`` when it executed none, or for records written before the field existed).
+            Kept in the archive, so a failure can be read without the trace.
         reward_raw: the environment's reward, unclipped; ``reward`` is it clipped at 0.
         success: ``reward_raw == 1``.
         turns, failed_actions, invalid_replies: environment interactions, actions that did
@@ -87,6 +90,7 @@ class EpisodeRecord(BaseModel):
     error: str | None = None
     stop_reason: str = ""
     submitted: bool = False
+    last_action: str | None = None
     reward_raw: float
     reward: float = 0.0
     success: bool

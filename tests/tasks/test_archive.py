@@ -43,6 +43,7 @@ def _record(task: int, *, method: str = "react", digest: str = "d1", reward: flo
         eval={"observation": "y" * 1000},
         identity={"method": method},
         identity_digest=digest,
+        last_action="SELECT count(*) FROM t",
     )
 
 
@@ -50,6 +51,7 @@ def test_compact_drops_only_the_trace():
     r = _record(3)
     small = compact(r)
     assert (small.history, small.transitions, small.eval) == ([], [], {})
+    assert small.last_action == "SELECT count(*) FROM t"  # a failure stays readable without the trace
     kept = {k: v for k, v in r.to_dict().items() if k not in ("history", "transitions", "eval")}
     assert {k: v for k, v in small.to_dict().items() if k not in ("history", "transitions", "eval")} == kept
     assert len(json.dumps(small.to_dict())) < len(json.dumps(r.to_dict())) / 4

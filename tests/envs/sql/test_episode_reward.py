@@ -65,6 +65,7 @@ def test_negative_reward_is_kept_raw_and_clipped_in_the_record(
 ) -> None:
     record = _episode(sql_pool, query)
     assert (record["status"], record["submitted"]) == ("ok", True)
+    assert record.last_action == query  # what the submission scored, kept for failure analysis
     assert record["reward_raw"] == raw
     assert record["reward"] == 0.0
     assert record["success"] is False
