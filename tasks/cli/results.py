@@ -7,12 +7,13 @@ Each side is a results directory, a results file or an archive file
 
     stateflow compare runs/levers:oneshot runs/levers:sf_agent_hint
     stateflow compare runs/before runs/after --list      # also print the tasks won and lost
+    stateflow compare runs/before runs/after --show      # and what each side submitted on them
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,7 +22,32 @@ from rich.table import Table
 
 from stateflow.errors import ConfigError
 
+if TYPE_CHECKING:  # the commands import their modules when run, to keep `stateflow --help` fast
+    from collections.abc import Sequence
+
+    from stateflow.tasks.episode_record import EpisodeRecord
+    from stateflow.tasks.paired import PairedComparison
+
 __all__ = ["parse_side", "register"]
+
+
+def _show_tasks(
+    console: Console, result: PairedComparison, baseline: Sequence[EpisodeRecord], candidate: Sequence[EpisodeRecord]
+) -> None:
+    """Each task won or lost, with the statement each side's submission scored (``last_action``)."""
+    a = {r.task: r for r in baseline}
+    b = {r.task: r for r in candidate}
+    for verdict, tasks in (("won", result.won_tasks), ("lost", result.lost_tasks)):
+        for task in tasks:
+            hardness = f" ({a[task].hardness})" if a[task].hardness else ""
+            console.print(f"{verdict} {task}{hardness}: {escape(a[task].query)}", soft_wrap=True)
+            for label, text in (
+                ("gold", a[task].gold),
+                ("baseline", a[task].last_action),
+                ("candidate", b[task].last_action),
+            ):
+                # records written before last_action existed (or that ran nothing) have none
+                console.print(f"  {label + ':':<10} {escape(text) if text else '-'}", soft_wrap=True)
 
 
 def parse_side(side: str) -> tuple[Path, str | None]:
@@ -74,6 +100,10 @@ def register(app: typer.Typer) -> None:
         ],
         candidate: Annotated[str, typer.Argument(help="PATH or PATH:METHOD, compared against the baseline")],
         list_tasks: Annotated[bool, typer.Option("--list", help="also print the task indices won and lost")] = False,
+        show: Annotated[
+            bool,
+            typer.Option("--show", help="also print each task won or lost: question, gold, both sides' last command"),
+        ] = False,
     ) -> None:
         """Compare two methods on the tasks both finished: success, won / lost, sign test, tokens, time."""
         from stateflow.tasks.cli.run import _table_console
@@ -120,3 +150,5 @@ def register(app: typer.Typer) -> None:
         if list_tasks:
             console.print(f"won: {', '.join(map(str, result.won_tasks)) or '-'}")
             console.print(f"lost: {', '.join(map(str, result.lost_tasks)) or '-'}")
+        if show:
+            _show_tasks(console, result, sides[0], sides[1])

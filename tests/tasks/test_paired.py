@@ -29,7 +29,7 @@ def _rec(task: int, success: bool, *, method: str = "a", hardness: str = "easy",
         turns=1,
         failed_actions=0,
         identity_digest=f"{digest}-{method}",
-        **kw,
+        **{"query": f"question {task}", "gold": f"SELECT {task}", "last_action": f"SELECT {method}{task}", **kw},
     )
 
 
@@ -110,6 +110,11 @@ def test_compare_command_reads_results_dirs_and_archives(tmp_path, capsys):
     assert "candidate won 2, lost 0 (sign test p = 0.5); same reward on 4 of 6 tasks" in out
     assert "won: 1, 3" in out and "lost: -" in out
     assert "100" in out and "300" in out and "2.0" in out and "4.0" in out
+
+    code, out = run(f"{tmp_path}/run:a", f"{tmp_path}/run:b", "--show")
+    assert code == 0, out
+    assert "won 1 (easy): question 1 gold: SELECT 1 baseline: SELECT a1 candidate: SELECT b1" in out
+    assert "won 3" in out and "lost" not in out.split("won 1")[1]
 
     code, out = run(f"{tmp_path}/run:a", str(tmp_path / "archive.jsonl"))
     assert code == 0, out
