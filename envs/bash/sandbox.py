@@ -313,6 +313,10 @@ class Sandbox:
             ]
             if self._mapping is not None:  # the merged root directory takes the upper dir's owner
                 steps.append(["chown", str(upper_dir), self._mapping.host_base, self._mapping.host_base])
+            # ... and its mtime. A fresh upper dir would date / at the reset, so `ls -ld /` would
+            # differ between the agent's sandbox and the gold's, reset minutes apart (NL2Bash 175
+            # scored 0.95 for the gold command itself); / keeps the top layer's time instead.
+            steps.append(["utime", str(upper_dir), self._lowers[0].stat().st_mtime_ns])
         opts = (
             f"lowerdir={lowers},upperdir={_escape_overlay_path(upper_dir)},workdir={_escape_overlay_path(work_dir)}"
             f"{extra}"
@@ -331,6 +335,9 @@ class Sandbox:
                 script.append(f"mkdir {shlex.quote(step[1])}")
             elif step[0] == "chown":
                 script.append(f"chown {step[2]}:{step[3]} {shlex.quote(step[1])}")
+            elif step[0] == "utime":
+                seconds, nanoseconds = divmod(step[2], 1_000_000_000)
+                script.append(f"touch -d @{seconds}.{nanoseconds:09d} {shlex.quote(step[1])}")
             else:
                 _, source, target, fstype, flags, data = step
                 opts = f"{data},nodev" if flags & _MS_NODEV else data

@@ -43,6 +43,9 @@ def remount(steps):
         if step[0] == "chown":
             os.chown(step[1], step[2], step[3])
             continue
+        if step[0] == "utime":
+            os.utime(step[1], ns=(step[2], step[2]))
+            continue
         if step[0] == "umount":
             what, rc = step[1], libc.umount2(step[1].encode(), 0)
         else:
@@ -157,7 +160,7 @@ class Spawner:
         """Run mount steps in the spawner's mount namespace, without starting any process.
 
         Steps: ``["umount", target]``, ``["mount", source, target, fstype, flags, data]``,
-        ``["mkdir", path]``, ``["chown", path, uid, gid]``.
+        ``["mkdir", path]``, ``["chown", path, uid, gid]``, ``["utime", path, mtime_ns]``.
 
         Raises:
             EnvironmentError_: a step failed (the message names it and the errno text).

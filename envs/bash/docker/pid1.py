@@ -102,8 +102,20 @@ def serve(conn: socket.socket) -> None:
         frame(conn, b"x", status.encode())
 
 
+def date_root_as_built() -> None:
+    """Give / the time the image last changed it (its git step: /.git's time), not the container's.
+
+    Docker's writable layer dates / when the container is created, so the agent's container and
+    the gold's, started minutes apart, would list / differently (``ls -ld /``).
+    """
+    with contextlib.suppress(OSError):  # not owner of /: leave it (the listing then differs)
+        built = os.stat("/.git").st_mtime_ns
+        os.utime("/", ns=(built, built))
+
+
 def main() -> None:
     path = sys.argv[1]
+    date_root_as_built()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGCHLD, lambda *_: None)  # wake select() so orphans are reaped promptly
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from stateflow.envs.base import Environment, EnvironmentError_
 from stateflow.envs.bash import BashEnv, open_bash_env
@@ -36,6 +38,18 @@ def test_files_persist_within_an_episode_and_vanish_on_reset(demo_env: BashEnv) 
     demo_env.reset(0)
     obs = demo_env.step("ls /tmp/note.txt; ls /demo/README.md")[0]
     assert obs == "ls: cannot access '/tmp/note.txt': No such file or directory\n/demo/README.md\n"
+
+
+def test_the_root_is_not_dated_at_the_reset(demo_env: BashEnv) -> None:
+    """The gold command runs in a sandbox reset later than the agent's; a listing of / (NL2Bash
+    175's gold lists ``.`` when ``which`` finds nothing) must not tell the two apart."""
+    demo_env.reset(0)
+    first = demo_env.step("stat -c %y /")[0]
+    demo_env.step("touch /new.txt")
+    assert demo_env.step("stat -c %y /")[0] != first  # a change to / still dates it, as on any disk
+    time.sleep(0.05)
+    demo_env.reset(0)  # a changed root: a fresh overlay (sandbox) or a fresh container (Docker)
+    assert demo_env.step("stat -c %y /")[0] == first
 
 
 def test_cd_is_emulated(demo_env: BashEnv) -> None:
