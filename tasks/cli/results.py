@@ -64,6 +64,17 @@ def parse_side(side: str) -> tuple[Path, str | None]:
     raise ConfigError(f"{side}: no results there; give a results directory or file, optionally as PATH:METHOD")
 
 
+def _only(records: list[EpisodeRecord], field: str, values: list[str], dirs: list[str]) -> list[EpisodeRecord]:
+    """The records whose ``field`` is one of ``values``; a value no record has is an error listing those present."""
+    present = sorted({getattr(r, field) for r in records})
+    missing = [v for v in values if v not in present]
+    if missing:
+        raise ConfigError(
+            f"--{field} {', '.join(missing)}: no such episodes in {', '.join(dirs)}; recorded: {', '.join(present)}"
+        )
+    return [r for r in records if getattr(r, field) in values]
+
+
 def _pct(solved: int, n: int) -> str:
     return f"{100.0 * solved / n:.1f}" if n else "-"
 
@@ -75,6 +86,13 @@ def register(app: typer.Typer) -> None:
     def archive_cmd(
         dirs: Annotated[list[str], typer.Argument(help="result directories (or results.jsonl files)")],
         to: Annotated[Path, typer.Option("--to", help="the archive file to create or update (commit it)")],
+        benchmark: Annotated[
+            str | None,
+            typer.Option("--benchmark", help="keep only this benchmark's records (a paper archive holds one)"),
+        ] = None,
+        methods: Annotated[
+            list[str] | None, typer.Option("--method", help="keep only this method's records (repeatable)")
+        ] = None,
     ) -> None:
         """Keep the records of DIRS, without their traces, in an archive file to commit.
 
@@ -88,6 +106,10 @@ def register(app: typer.Typer) -> None:
         records = load_results(dirs)
         if not records:
             raise ConfigError(f"no episodes recorded in {', '.join(dirs)}")
+        if benchmark:
+            records = _only(records, "benchmark", [benchmark], dirs)
+        if methods:
+            records = _only(records, "method", methods, dirs)
         archive = RecordArchive(to)
         changed = archive.merge(records)
         held = len(archive.load())

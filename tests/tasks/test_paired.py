@@ -143,3 +143,21 @@ def test_archive_command_keeps_a_runs_records_without_traces(tmp_path, capsys):
     assert "0 record(s) added or updated, 3 in all" in capsys.readouterr().out
     assert main(["archive", str(tmp_path / "nothing"), "--to", str(target)]) == 1
     assert "no results here" in capsys.readouterr().err
+
+    # a directory holding two benchmarks and two methods: keep one of each
+    mixed = [
+        _rec(t, True, method=m, digest=b).model_copy(update={"benchmark": b})  # one setting per benchmark
+        for t in range(2)
+        for m in "ab"
+        for b in ("intercode-sql", "intercode-bash")
+    ]
+    ResultsFile(tmp_path / "mixed" / "results.jsonl").extend(mixed)
+    bash = tmp_path / "bash.jsonl"
+    args = ["archive", str(tmp_path / "mixed"), "--to", str(bash), "--benchmark", "intercode-bash", "--method", "b"]
+    assert main(args) == 0
+    assert {(r.benchmark, r.method) for r in RecordArchive(bash).load()} == {("intercode-bash", "b")}
+    assert main([*args[:4], "--benchmark", "nl2sql"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--benchmark nl2sql: no such episodes in" in err and "recorded: intercode-bash, intercode-sql" in err
+    assert main([*args[:4], "--method", "zz", "--method", "a"]) == 1
+    assert "--method zz: no such episodes" in " ".join(capsys.readouterr().err.split())
