@@ -39,10 +39,17 @@ command ::= [^\n]{1,600}
 :func:`stateflow.tasks.intercode_sql.without_thoughts`)."""
 
 ACTION_ONLY_GBNF = r"""root ::= "Action: execute[" command "]"
-command ::= [^\n]{1,600}
+command ::= [^\n\]]{1,600}
 """
 """``Action: execute[...]`` and nothing else: an answer without a Thought (the one-shot baseline's
-``thought=False``)."""
+``thought=False``). SQL only: the statement cannot contain ``]``.
+
+Why: with ``[^\n]`` the first ``]`` did not have to close the action, and the 0.5B model wrote
+past it (``execute[SELECT ...]. Action: submit. Action: execute[...``) in 96 of 100 one-shot
+answers, none of which ran. MySQL quotes names with backticks, not brackets, and no Spider
+gold statement contains ``]``; a ``]`` inside a string literal is the one thing this gives up.
+:data:`ACTION_GBNF` still allows ``]`` (changing it re-identifies the recorded SF_Agent
+variants, and neither model was seen writing past its bracket there: docs/results.md)."""
 
 
 def _gbnf_literal(text: str) -> str:

@@ -124,6 +124,17 @@ def scenarios() -> dict[str, Any]:
     out["grammar"] = g = _chat(client, react, max_tokens=300, extra_body={"grammar": grammar})
     g["matches"] = re.fullmatch(THOUGHT_ACTION, g["content"]) is not None
 
+    # The one-shot answer grammar ends the action at its first "]": asked to copy a run-on line
+    # (what the 0.5B model wrote in 96 of 100 one-shot answers), the model must stop there.
+    from stateflow.tasks.grammar import ACTION_ONLY_GBNF
+
+    run_on = "Action: execute[SELECT name FROM singer]. Action: submit. Action: execute[SELECT age FROM singer]"
+    copy = [
+        {"role": "system", "content": "Repeat the user's message exactly, character for character."},
+        {"role": "user", "content": run_on},
+    ]
+    out["action_only"] = _chat(client, copy, max_tokens=80, extra_body={"grammar": ACTION_ONLY_GBNF})
+
     from autogen import ConversableAgent
 
     agent = ConversableAgent(

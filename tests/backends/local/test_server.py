@@ -86,7 +86,7 @@ def test_cached_tokens_reported_and_prefix_reused(run):
 
 def test_server_totals_and_pruned_prompt_cache(run):
     stats = run["stats_before_crash"]
-    assert stats["requests"] == 8
+    assert stats["requests"] == 9  # every request the scenarios above made, the grammar ones included
     assert 0 < stats["evaluated_prompt_tokens"] < stats["prompt_tokens"]
     # Each turn of a conversation extends the previous one: older entries are pruned.
     assert 0 < stats["cache_entries"] < stats["requests"]
@@ -102,6 +102,11 @@ def test_grammar_makes_the_model_follow_thought_action(run):
     g = run["grammar"]
     assert re.fullmatch(THOUGHT_ACTION, g["content"]), g["content"]
     assert g["matches"]
+
+
+def test_sql_answer_grammar_closes_the_action_at_its_first_bracket(run):
+    # With the old `command ::= [^\n]{1,600}` the model copied the whole run-on line (checked).
+    assert run["action_only"]["content"] == "Action: execute[SELECT name FROM singer]"
 
 
 def test_real_autogen_agent_talks_to_the_server(run):
