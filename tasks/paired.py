@@ -107,18 +107,23 @@ class PairedComparison:
         return 100.0 * solved / len(self.tasks) if self.tasks else 0.0
 
 
-def side_records(records: Iterable[EpisodeRecord], method: str | None, where: str) -> list[EpisodeRecord]:
+def side_records(
+    records: Iterable[EpisodeRecord], method: str | None, where: str, setting: str | None = None
+) -> list[EpisodeRecord]:
     """The records of one side: ``method`` (or the only method present), one setting, one record per task.
 
     Args:
         records: newest record per episode (as :func:`~stateflow.tasks.metrics.load_results` gives).
         method: the method to take; ``None`` when the records hold exactly one.
         where: the side as the user wrote it, for error messages.
+        setting: the start of an episode-identity digest: keep only that setting's records
+            (an archive keeps the records of a method's earlier settings after a re-run).
 
     Raises:
         ConfigError: no records, an unknown method (the error lists the ones present), no method
-            named while several are present, or records of one method made with several
-            settings (a task would count twice).
+            named while several are present, a ``setting`` that matches none or several of the
+            method's settings, or records of one method made with several settings and no
+            ``setting`` chosen (a task would count twice; the error lists each setting).
     """
     records = list(records)
     methods = sorted({r.method for r in records})
@@ -131,13 +136,30 @@ def side_records(records: Iterable[EpisodeRecord], method: str | None, where: st
     mine = [r for r in records if r.method == method]
     if not mine:
         raise ConfigError(f"{where}: no episodes of method {method!r}; recorded: {', '.join(methods)}")
-    settings = {r.identity_digest or LEGACY_IDENTITY for r in mine}
-    if len(settings) > 1:
+    by_setting: dict[str, list[EpisodeRecord]] = {}
+    for r in mine:
+        by_setting.setdefault(r.identity_digest or LEGACY_IDENTITY, []).append(r)
+    if setting is not None:
+        chosen = [d for d in by_setting if d.startswith(setting)]
+        if len(chosen) != 1:
+            found = "matches none" if not chosen else f"matches {len(chosen)}"
+            raise ConfigError(f"{where}: setting {setting!r} {found} of the settings of method {method!r}:{_settings(by_setting)}")
+        return by_setting[chosen[0]]
+    if len(by_setting) > 1:
         raise ConfigError(
-            f"{where}: method {method!r} was recorded with {len(settings)} settings (episode identities); "
-            "compare results directories that hold one setting each"
+            f"{where}: method {method!r} was recorded with {len(by_setting)} settings (episode identities); "
+            f"name one as PATH:METHOD@SETTING (its first characters will do):{_settings(by_setting)}"
         )
     return mine
+
+
+def _settings(by_setting: dict[str, list[EpisodeRecord]]) -> str:
+    """One line per setting, newest first: digest, record count, the last episode's end."""
+    newest = sorted(by_setting.items(), key=lambda kv: max(r.finished_at or "" for r in kv[1]), reverse=True)
+    return "".join(
+        f"\n  {digest}: {len(rs)} episode(s), last finished {max(r.finished_at or '?' for r in rs)}"
+        for digest, rs in newest
+    )
 
 
 def _mean(values: Sequence[float]) -> float:

@@ -50,18 +50,22 @@ def _show_tasks(
                 console.print(f"  {label + ':':<10} {escape(text) if text else '-'}", soft_wrap=True)
 
 
-def parse_side(side: str) -> tuple[Path, str | None]:
-    """``PATH`` or ``PATH:METHOD`` -> (path, method or ``None``); a path that exists as written wins.
+def parse_side(side: str) -> tuple[Path, str | None, str | None]:
+    """``PATH``, ``PATH:METHOD`` or ``PATH:METHOD@SETTING`` -> (path, method, setting), the absent
+    parts ``None``; a path that exists as written wins.
 
     Raises:
         ConfigError: neither the whole text nor the part before the last ``:`` is an existing path.
     """
     if Path(side).exists():
-        return Path(side), None
+        return Path(side), None, None
     path, sep, method = side.rpartition(":")
-    if sep and path and method and Path(path).exists():
-        return Path(path), method
-    raise ConfigError(f"{side}: no results there; give a results directory or file, optionally as PATH:METHOD")
+    method, at, setting = method.partition("@")
+    if sep and path and method and (setting or not at) and Path(path).exists():
+        return Path(path), method, setting or None
+    raise ConfigError(
+        f"{side}: no results there; give a results directory or file, optionally as PATH:METHOD[@SETTING]"
+    )
 
 
 def _only(records: list[EpisodeRecord], field: str, values: list[str], dirs: list[str]) -> list[EpisodeRecord]:
@@ -118,9 +122,12 @@ def register(app: typer.Typer) -> None:
     @app.command("compare")
     def compare_cmd(
         baseline: Annotated[
-            str, typer.Argument(help="PATH or PATH:METHOD (results directory, results or archive file)")
+            str,
+            typer.Argument(
+                help="PATH, PATH:METHOD or PATH:METHOD@SETTING (results directory, results or archive file)"
+            ),
         ],
-        candidate: Annotated[str, typer.Argument(help="PATH or PATH:METHOD, compared against the baseline")],
+        candidate: Annotated[str, typer.Argument(help="the same forms, compared against the baseline")],
         list_tasks: Annotated[bool, typer.Option("--list", help="also print the task indices won and lost")] = False,
         show: Annotated[
             bool,
@@ -134,8 +141,8 @@ def register(app: typer.Typer) -> None:
 
         sides, labels = [], []
         for text in (baseline, candidate):
-            path, method = parse_side(text)
-            records = side_records(load_results([str(path)]), method, text)
+            path, method, setting = parse_side(text)
+            records = side_records(load_results([str(path)]), method, text, setting)
             sides.append(records)
             labels.append(text if method else f"{text}:{records[0].method}")
         result = compare(sides[0], sides[1], labels=(labels[0], labels[1]))

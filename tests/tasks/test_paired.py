@@ -85,9 +85,23 @@ def test_a_side_is_one_method_of_one_setting():
         side_records(records, None, "runs/x")
     with pytest.raises(ConfigError, match="no episodes of method 'c'; recorded: a, b"):
         side_records(records, "c", "runs/x:c")
-    mixed = [_rec(0, True), _rec(1, True, digest="other")]
-    with pytest.raises(ConfigError, match="method 'a' was recorded with 2 settings"):
+    mixed = [
+        _rec(0, True, finished_at="2026-11-24T10:00:00+00:00"),
+        _rec(0, False, digest="other", finished_at="2026-11-25T09:00:00+00:00"),
+        _rec(1, True, digest="other", finished_at="2026-11-25T10:00:00+00:00"),
+    ]
+    with pytest.raises(ConfigError, match="method 'a' was recorded with 2 settings") as err:
         side_records(mixed, "a", "runs/x:a")
+    # Each setting is listed, newest first, so the user can pick one.
+    assert str(err.value).index("other-a: 2 episode(s), last finished 2026-11-25T10") < str(err.value).index(
+        "d-a: 1 episode(s), last finished 2026-11-24T10"
+    )
+    assert [(r.task, r.success) for r in side_records(mixed, "a", "runs/x:a@oth", "oth")] == [(0, False), (1, True)]
+    assert [r.task for r in side_records(mixed, "a", "runs/x:a@d", "d")] == [0]
+    with pytest.raises(ConfigError, match="setting 'zz' matches none of the settings of method 'a'"):
+        side_records(mixed, "a", "runs/x:a@zz", "zz")
+    with pytest.raises(ConfigError, match="setting '' matches 2 of the settings of method 'a'"):
+        side_records(mixed, "a", "runs/x:a@", "")
     with pytest.raises(ConfigError, match="runs/empty: no episodes recorded"):
         side_records([], None, "runs/empty")
 
@@ -119,6 +133,16 @@ def test_compare_command_reads_results_dirs_and_archives(tmp_path, capsys):
     code, out = run(f"{tmp_path}/run:a", str(tmp_path / "archive.jsonl"))
     assert code == 0, out
     assert "4 common tasks" in out and "not compared: 2 task(s) only the baseline finished" in out
+
+    # A re-run under a new setting joins the archive; @SETTING picks one of the two.
+    RecordArchive(tmp_path / "archive.jsonl").merge([_rec(t, t == 0, method="b", digest="new") for t in range(3)])
+    code, out = run(f"{tmp_path}/run:a", f"{tmp_path}/archive.jsonl:b")
+    assert code == 1 and "2 settings" in out and "new-b: 3 episode(s)" in out and "PATH:METHOD@SETTING" in out
+    code, out = run(f"{tmp_path}/run:a", f"{tmp_path}/archive.jsonl:b@new")
+    assert code == 0, out
+    assert "3 common tasks" in out and "candidate won 0, lost 1" in out
+    code, out = run(f"{tmp_path}/run:a", f"{tmp_path}/archive.jsonl:b@")
+    assert code == 1 and "no results there" in out
 
     code, out = run(f"{tmp_path}/run", f"{tmp_path}/run:b")
     assert code == 1 and "holds 2 methods (a, b); name one as PATH:METHOD" in out
