@@ -143,7 +143,9 @@ def side_records(
         chosen = [d for d in by_setting if d.startswith(setting)]
         if len(chosen) != 1:
             found = "matches none" if not chosen else f"matches {len(chosen)}"
-            raise ConfigError(f"{where}: setting {setting!r} {found} of the settings of method {method!r}:{_settings(by_setting)}")
+            raise ConfigError(
+                f"{where}: setting {setting!r} {found} of the settings of method {method!r}:{_settings(by_setting)}"
+            )
         return by_setting[chosen[0]]
     if len(by_setting) > 1:
         raise ConfigError(

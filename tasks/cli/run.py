@@ -102,6 +102,18 @@ def _print_results(console: Console, records: list[dict], title: str) -> None:
         console.print(metrics_table(summarize(records), title=title))
 
 
+def _report_dir(first: Path) -> Path:
+    """Where ``report`` writes by default: a results directory itself, the run directory of its
+    ``results.jsonl``, and a ``<stem>-report`` folder next to any other file. Why the last: two
+    archive files share a folder (``local.jsonl``, ``local-small.jsonl``), and their reports must
+    neither overwrite each other nor land among the committed records."""
+    if first.is_dir():
+        return first
+    if first.name == "results.jsonl":
+        return first.parent
+    return first.with_name(f"{first.stem}-report")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``run``, ``report`` and ``demo`` to ``app``."""
 
@@ -228,7 +240,13 @@ def register(app: typer.Typer) -> None:
     @app.command("report")
     def report_cmd(
         dirs: Annotated[list[str], typer.Argument(help="result directories (or results.jsonl files)")],
-        out: Annotated[Path | None, typer.Option(help="where to write the report (default: the first DIR)")] = None,
+        out: Annotated[
+            Path | None,
+            typer.Option(
+                help="where to write the report (default: the first DIR; for a file other than "
+                "results.jsonl, such as an archive, a FILE-report folder next to it)"
+            ),
+        ] = None,
         by_hardness: Annotated[bool, typer.Option(help="also print the table by hardness")] = False,
     ) -> None:
         """Print the paper-style table and write plots and an HTML report."""
@@ -247,7 +265,8 @@ def register(app: typer.Typer) -> None:
 
         for table in pdoctor_tables(records):
             console.print(table)
-        target = out or (Path(dirs[0]) if Path(dirs[0]).is_dir() else Path(dirs[0]).parent)
+        target = out or _report_dir(Path(dirs[0]))
+        target.mkdir(parents=True, exist_ok=True)
         paths = write_report(records, target)
         for name, p in paths.items():
             console.print(f"{name}: {p}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pytest
@@ -185,3 +186,27 @@ def test_archive_command_keeps_a_runs_records_without_traces(tmp_path, capsys):
     assert "--benchmark nl2sql: no such episodes in" in err and "recorded: intercode-bash, intercode-sql" in err
     assert main([*args[:4], "--method", "zz", "--method", "a"]) == 1
     assert "--method zz: no such episodes" in " ".join(capsys.readouterr().err.split())
+
+
+def test_report_on_archive_files_writes_beside_them_without_clobbering(tmp_path, capsys):
+    # Two archives share a folder; each report gets its own folder, none lands among the records.
+    folder = tmp_path / "paper" / "intercode-sql"
+    RecordArchive(folder / "local.jsonl").merge([_rec(t, t < 3) for t in range(4)])
+    RecordArchive(folder / "local-small.jsonl").merge([_rec(t, t < 1) for t in range(4)])
+    for name in ("local", "local-small"):
+        assert main(["report", str(folder / f"{name}.jsonl")]) == 0, capsys.readouterr()
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "local-report",
+        "local-small-report",
+        "local-small.jsonl",
+        "local.jsonl",
+    ]
+    srs = [
+        json.loads((folder / f"{n}-report" / "metrics.json").read_text())["overall"][0]["sr"]
+        for n in ("local", "local-small")
+    ]
+    assert srs == [75.0, 25.0]
+    # A run directory's results.jsonl still reports into its run directory.
+    ResultsFile(tmp_path / "run" / "results.jsonl").extend([_rec(0, True)])
+    assert main(["report", str(tmp_path / "run" / "results.jsonl")]) == 0
+    assert (tmp_path / "run" / "metrics.json").exists()
