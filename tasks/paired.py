@@ -157,10 +157,10 @@ def side_records(
 
 def _settings(by_setting: dict[str, list[EpisodeRecord]]) -> str:
     """One line per setting, newest first: digest, record count, the last episode's end."""
-    newest = sorted(by_setting.items(), key=lambda kv: max(r.finished_at or "" for r in kv[1]), reverse=True)
+    last = {digest: max(r.finished_at for r in rs) for digest, rs in by_setting.items()}  # "" sorts oldest
     return "".join(
-        f"\n  {digest}: {len(rs)} episode(s), last finished {max(r.finished_at or '?' for r in rs)}"
-        for digest, rs in newest
+        f"\n  {digest}: {len(by_setting[digest])} episode(s), last finished {last[digest] or '?'}"
+        for digest in sorted(last, key=lambda d: last[d], reverse=True)
     )
 
 
