@@ -14,7 +14,7 @@ except PackageNotFoundError:  # running from a source checkout that was never in
     __version__ = "0+unknown"
 
 from stateflow.blackboard import Blackboard
-from stateflow.conditions import Condition, Judge, last_contains, last_matches, meta_is, predicate
+from stateflow.conditions import Condition, Judge, last_contains, last_matches, meta_is, predicate, replies_in
 from stateflow.context import Context
 from stateflow.errors import (
     ChatEndedError,
@@ -72,5 +72,6 @@ __all__ = [
     "meta_is",
     "parse_model_options",
     "predicate",
+    "replies_in",
     "run",
 ]

@@ -29,6 +29,7 @@ __all__ = [
     "last_matches",
     "meta_is",
     "predicate",
+    "replies_in",
 ]
 
 
@@ -102,6 +103,32 @@ def meta_is(key: str, value: Any = True, *, kind: Kind | str = Kind.TOOL, name: 
         return m is not None and m.meta.get(key) == value
 
     return Condition(check, name or f"{Kind(kind).value}.{key} == {value!r}")
+
+
+def replies_in(state: str, *, at_least: int) -> Condition:
+    """The model has replied at least ``at_least`` times in ``state`` during this run.
+
+    It counts the LLM messages the history attributes to ``state`` (discarded resamples are not
+    messages, so they do not count). A budget for a state, as data: with
+    ``Transition(ANY, give_up, when=failed & replies_in("Error", at_least=2))`` ahead of the rule
+    into Error, the third failure ends the loop instead of asking again.
+
+    Raises:
+        ValueError: ``at_least`` is below 1 (the condition would always hold).
+
+    >>> from stateflow.context import Context
+    >>> from stateflow.messages import History, Kind, Message
+    >>> ctx = Context(task="q", history=History([Message("assistant", "a", "Error", Kind.LLM, "x")]))
+    >>> replies_in("Error", at_least=1)(ctx), replies_in("Error", at_least=2)(ctx), replies_in("Solve", at_least=1)(ctx)
+    (True, False, False)
+    """
+    if at_least < 1:
+        raise ValueError(f"replies_in({state!r}): at_least must be >= 1, got {at_least}")
+
+    def check(ctx: Context) -> bool:
+        return sum(1 for m in ctx.history if m.kind == Kind.LLM and m.state == state) >= at_least
+
+    return Condition(check, f"{at_least}+ replies in {state}")
 
 
 def predicate(fn: Callable[[Context], bool], name: str | None = None) -> Condition:

@@ -76,6 +76,10 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     # the paper's flow without its worked examples: the 0.5B model copies them verbatim (it
     # queries the example's `telescope` table on every database), so this measures that alone
     "_no_examples": {"examples": False},
+    # Error answers once; the next failure ends the episode (on 1.5B without examples, no
+    # episode that reached Error was solved, and Error took 58 % of the prompt tokens)
+    "_budget": {"error_replies": 1},
+    "_no_examples_budget": {"examples": False, "error_replies": 1},
     "_schema": {"schema": True},  # Init lists every table with its columns (small models need it)
     "_tuned": _TUNED,
     "_lean": _LEAN,
@@ -126,7 +130,7 @@ def _sql_oneshot(ddl: bool, keys: bool, thought: bool, k: int, values: int) -> C
     return build
 
 
-def _sql_flow(switches: dict[str, bool]) -> Callable[[bool], Flow]:
+def _sql_flow(switches: dict[str, bool | int]) -> Callable[[bool], Flow]:
     def build(grammar: bool) -> Flow:
         return build_sql_flow(grammar=grammar, **switches)
 

@@ -54,7 +54,7 @@ from stateflow.tasks.tools import (
     turns_exhausted,
 )
 
-from stateflow import ANY, LLM, Context, Flow, Prompt, State, Tool, Transition
+from stateflow import ANY, LLM, Context, Flow, Prompt, State, Tool, Transition, replies_in
 from stateflow.degenerate import DegenerateCut
 from stateflow.repetition import RepeatGuard, repeated_action
 from stateflow.vote import Variant, Vote
@@ -351,6 +351,39 @@ def error_executes_only(flow: Flow) -> Flow:
     return flow.variant(flow.name, replace=[error])
 
 
+def with_error_budget(flow: Flow, *, replies: int = 1) -> Flow:
+    """Error answers at most ``replies`` times per episode; the next failed statement ends the
+    episode (not the paper's flow).
+
+    A rule ``failed & replies_in("Error", at_least=replies) -> End`` goes in just ahead of each
+    rule into Error, so the budget is data in the flow's table like every other rule, and the
+    runner then scores the episode as upstream does when nothing was submitted. Why: on the
+    development sample, the 1.5B model running the paper's flow without examples reached Error in
+    39 of 100 episodes and solved none of them; 33 looped there (Error -> Error, or Error ->
+    Solve -> Error) until the turn limit, and Error took 58 % of the flow's prompt tokens
+    (docs/results.md, issue 15).
+
+    Raises:
+        ValueError: ``replies`` is below 1, or the flow has no Error state, no End state, or no
+            conditional rule into Error.
+    """
+    if replies < 1:
+        raise ValueError(f"with_error_budget: replies must be >= 1, got {replies}")
+    missing = [name for name in ("Error", "End") if name not in flow.states]
+    if missing:
+        raise ValueError(f"with_error_budget: flow {flow.name!r} has no {' or '.join(missing)} state")
+    spent = replies_in("Error", at_least=replies)
+    rules: list[Transition] = []
+    for rule in flow.transitions:
+        if rule.target == "Error" and rule.when is not None:
+            sources = ANY if rule.sources is ANY else [flow.states[s] for s in rule.sources]  # type: ignore[union-attr]
+            rules.append(Transition(sources, flow.states["End"], when=rule.when & spent))
+        rules.append(rule)
+    if len(rules) == len(flow.transitions):
+        raise ValueError(f"with_error_budget: flow {flow.name!r} has no conditional rule into Error")
+    return flow.variant(flow.name, transitions=rules)
+
+
 def with_vote(flow: Flow, *, k: int = 5, state: str = "Solve", rebind: bool = False) -> Flow:
     """``state`` answers by execution-guided self-consistency: :class:`~stateflow.vote.Vote` samples
     ``k`` statements, runs each read-only on the task's database
@@ -448,6 +481,7 @@ def build_sql_flow(
     error_submits: bool = True,
     values: int = 0,
     answer_vote: bool = False,
+    error_replies: int = 0,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -473,6 +507,8 @@ def build_sql_flow(
         values: with ``schema``, Init also shows that many frequent values of each text column.
         answer_vote: Solve's answer is voted among three differently prompted answers
             (:func:`with_answer_vote`; needs ``schema``, ``values`` and ``thoughts=False``).
+        error_replies: ``n > 0``: Error answers at most ``n`` times, then a failed statement
+            ends the episode (:func:`with_error_budget`).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -509,6 +545,8 @@ def build_sql_flow(
         if not (values and not thoughts):
             raise ValueError("answer_vote needs values > 0 and thoughts=False (its variants switch both back off)")
         flow = with_answer_vote(flow, rebind=rebind)
+    if error_replies and error:
+        flow = with_error_budget(flow, replies=error_replies)
     # Applied in this order so added instructions read in the order the original builder wrote them.
     for off, derive in (
         (not verify, without_verify),

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["stateflow.flow", "stateflow.blackboard"]
+MODULES = ["stateflow.flow", "stateflow.blackboard", "stateflow.conditions"]
 
 
 @pytest.mark.parametrize("name", MODULES)

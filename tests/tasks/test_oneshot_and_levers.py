@@ -377,3 +377,49 @@ def test_strip_values_gives_the_listing_without_values_and_leaves_other_text_alo
         with_answer_vote(
             build_sql_flow(schema=True, values=3, thoughts=False, verify_then_submit=False), state="Verify"
         )
+
+
+_DESC, _FAIL1, _FAIL2 = (
+    "Thought: t\nAction: execute[DESC book]",
+    "Thought: t\nAction: execute[SELECT nope FROM book]",
+    "Thought: t\nAction: execute[SELECT nada FROM book]",
+)
+
+
+@pytest.mark.parametrize("method", ["stateflow_no_examples_budget", "sf_agent_budget"])
+def test_the_error_budget_ends_the_episode_when_a_statement_fails_after_error_answered_once(sql_env, method):
+    flow, view = build_method(method, default_registry().get("intercode-sql"))
+    r, srv = _run(flow, sql_env, [_DESC, _FAIL1, _FAIL2], view)
+    assert r.path == ["Init", "Observe", "Solve", "Error", "End"]
+    assert len(srv.requests) == 3  # Error was asked once
+    episode = episode_vars(r)  # nothing submitted: the runner scores the last observation, as upstream
+    assert (episode.done, episode.failed, episode.last_action) == (False, 2, "SELECT nada FROM book")
+
+
+def test_without_the_budget_the_same_replies_enter_error_again(sql_env):
+    gold = sql_env.task(0).gold
+    flow, view = build_method("stateflow_no_examples", default_registry().get("intercode-sql"))
+    replies = [_DESC, _FAIL1, _FAIL2, f"Thought: t\nAction: execute[{gold}]", "Action: submit"]
+    r, _ = _run(flow, sql_env, replies, view)
+    assert r.path == ["Init", "Observe", "Solve", "Error", "Error", "Verify", "End"]
+    assert episode_vars(r).reward == 1.0
+
+
+def test_the_error_budget_lets_a_repair_that_runs_continue(sql_env):
+    gold = sql_env.task(0).gold
+    flow, view = build_method("stateflow_no_examples_budget", default_registry().get("intercode-sql"))
+    r, _ = _run(flow, sql_env, [_DESC, _FAIL1, f"Thought: t\nAction: execute[{gold}]", "Action: submit"], view)
+    assert r.path == ["Init", "Observe", "Solve", "Error", "Verify", "End"]
+    assert episode_vars(r).reward == 1.0
+
+
+def test_the_error_budget_is_a_rule_ahead_of_the_rule_into_error_and_refuses_bad_input():
+    from stateflow.tasks.intercode_sql import with_error_budget
+
+    rules = [str(r) for r in build_sql_flow(error_replies=2).transitions]
+    into_error = next(i for i, r in enumerate(rules) if r.startswith("ANY -> Error"))
+    assert rules[into_error - 1].startswith("ANY -> End [(") and "2+ replies in Error" in rules[into_error - 1]
+    with pytest.raises(ValueError, match="replies must be >= 1"):
+        with_error_budget(build_sql_flow(), replies=0)
+    with pytest.raises(ValueError, match="no Error state"):
+        with_error_budget(build_sql_flow(error=False))
