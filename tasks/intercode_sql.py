@@ -545,7 +545,9 @@ def build_sql_flow(
         if not (values and not thoughts):
             raise ValueError("answer_vote needs values > 0 and thoughts=False (its variants switch both back off)")
         flow = with_answer_vote(flow, rebind=rebind)
-    if error_replies and error:
+    if error_replies:
+        if not error:
+            raise ValueError("error_replies needs error=True (the budget is Error's)")
         flow = with_error_budget(flow, replies=error_replies)
     # Applied in this order so added instructions read in the order the original builder wrote them.
     for off, derive in (

@@ -423,3 +423,5 @@ def test_the_error_budget_is_a_rule_ahead_of_the_rule_into_error_and_refuses_bad
         with_error_budget(build_sql_flow(), replies=0)
     with pytest.raises(ValueError, match="no Error state"):
         with_error_budget(build_sql_flow(error=False))
+    with pytest.raises(ValueError, match="error_replies needs error=True"):
+        build_sql_flow(error=False, error_replies=1)
