@@ -53,7 +53,7 @@ from stateflow.state_agent import StateAgent, render_calls, reply_text, usage_to
 from stateflow.tool_protocol import ToolSet, parse_text_action, text_protocol_prompt
 from stateflow.trace import RunResult, Step, TransitionRecord
 from stateflow.views import ASSISTANT, EXECUTOR, HUMAN, PROMPTER, RESERVED_NAMES, TOOLS, USER, View
-from stateflow.vote import Candidate, decided, tally
+from stateflow.vote import Candidate, tally
 
 __all__ = ["Episode"]
 
@@ -379,8 +379,8 @@ class Episode:
         sender: Agent | None,
         fields: dict[str, Any],
     ) -> tuple[bool, str]:
-        """Sample ``vote.k`` candidates (fewer once the vote is decided, with
-        ``vote.stop_when_decided``), execute each read-only, reply with the winner.
+        """Sample ``vote.k`` candidates (fewer once :meth:`Vote.done` says so: a quorum, or a
+        decided vote), execute each read-only, reply with the winner.
 
         Each candidate is a step ``<label>[candidate i]`` carrying its usage, action, result key
         and vote count; the winning reply is appended to the history by a step without usage
@@ -391,8 +391,8 @@ class Episode:
         candidates: list[Candidate] = []
         usages: list[Usage] = []
         for i in range(vote.size):
-            if vote.stop_when_decided and decided(candidates, vote.size - i):
-                break  # the candidates left cannot change the winner: do not pay for them
+            if vote.done(candidates):
+                break  # the candidates left cannot change the winner, or need not: do not pay for them
             variant = vote.variant(i)
             base, asked = fields, messages
             if variant is not None and variant.grammar is not None:
@@ -437,7 +437,7 @@ class Episode:
             "winner": winner,
             "votes": votes[winner],
             "k": vote.size,
-            **({"asked": len(candidates)} if vote.stop_when_decided else {}),
+            **({"asked": len(candidates)} if vote.stop_when_decided or vote.quorum else {}),
             "per_candidate": [votes[i] for i in range(len(candidates))],
             "errors": sum(c.error is not None for c in candidates),
             **({"variants": [v.name for v in vote.variants]} if vote.variants else {}),

@@ -24,7 +24,7 @@ from typing import Any
 from stateflow.context import Context
 from stateflow.repetition import ActionParser
 
-__all__ = ["Candidate", "Executor", "Variant", "Vote", "decided", "tally"]
+__all__ = ["Candidate", "Executor", "Variant", "Vote", "decided", "quorum_reached", "tally"]
 
 Executor = Callable[[Context, Hashable], Hashable]
 """``executor(ctx, action) -> result`` (read-only; raise on failure)."""
@@ -99,6 +99,16 @@ def decided(candidates: list[Candidate], remaining: int) -> bool:
     )
 
 
+def quorum_reached(candidates: list[Candidate], quorum: int) -> bool:
+    """True when some result has at least ``quorum`` votes among ``candidates`` (errors never count).
+
+    Asked one candidate at a time and stopped at the first such result, that result is the only
+    one with ``quorum`` votes, so it is :func:`tally`'s winner.
+    """
+    counts, _ = _results(candidates)
+    return any(n >= quorum for n in counts.values())
+
+
 @dataclass(frozen=True)
 class Variant:
     """How one candidate's request differs from the state's own request.
@@ -138,6 +148,11 @@ class Vote:
             (:func:`decided`): the same reply as asking all ``k``, with fewer calls. With two
             of three greedy variants agreeing, the third is never asked, so put the cheapest
             variants first.
+        quorum: stop asking as soon as ``quorum`` candidates share a result; that result wins
+            (``None``: no such rule). Unlike ``stop_when_decided`` this may reply otherwise than
+            asking all ``k`` would (two agreeing answers are trusted over three later ones), and
+            it is what makes a long list of variants affordable: most votes end after two calls,
+            and the later variants are asked only while the answers disagree or fail.
     """
 
     parse: ActionParser
@@ -148,6 +163,7 @@ class Vote:
     greedy_first: bool = False
     variants: tuple[Variant, ...] = ()
     stop_when_decided: bool = False
+    quorum: int | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.parse) or not callable(self.executor):
@@ -158,8 +174,19 @@ class Vote:
             object.__setattr__(self, "k", len(self.variants) if self.variants else 5)
         if self.k < 1:
             raise ValueError(f"Vote: k must be >= 1, got {self.k}")
+        if self.quorum is not None and not 2 <= self.quorum <= self.k:
+            raise ValueError(f"Vote: quorum must be between 2 and k={self.k}, got {self.quorum}")
         if self.temperature <= 0:
             raise ValueError(f"Vote: temperature must be > 0 (identical samples cannot vote), got {self.temperature}")
+
+    def done(self, candidates: list[Candidate]) -> bool:
+        """True when no more candidates need asking: all ``k`` were, or the quorum or (with
+        ``stop_when_decided``) the winner is settled."""
+        if len(candidates) >= self.size:
+            return True
+        if self.quorum is not None and quorum_reached(candidates, self.quorum):
+            return True
+        return self.stop_when_decided and decided(candidates, self.size - len(candidates))
 
     def judge(self, ctx: Context, reply: str) -> Candidate:
         """Parse and execute one reply; a failure becomes the candidate's error."""

@@ -62,6 +62,7 @@ _HINT = {**_DIRECT, "hint": True}  # "Unknown column" errors say which tables ha
 _FIX = {**_HINT, "error_submits": False}  # Error answers with a corrected statement, never submit
 _VALUES = {**_HINT, "values": 3}  # Init shows 3 frequent values of each text column
 _PROMPT_VOTE = {**_VALUES, "answer_vote": True}  # Solve votes among 3 differently prompted answers
+_WIDE_VOTE = {**_PROMPT_VOTE, "wide_vote": True}  # ... among up to 5, until two agree
 
 #: the SQL variant ``stateflow demo`` runs with local models: the best flow measured on the
 #: development sample (docs/results.md, "Levers on the development sample")
@@ -90,6 +91,7 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "_fix": _FIX,
     "_values": _VALUES,
     "_prompt_vote": _PROMPT_VOTE,
+    "_wide_vote": _WIDE_VOTE,
     "_vote": {**_TUNED, "vote": 5},  # Solve votes over 5 statements run read-only
 }
 

@@ -115,6 +115,7 @@ def _levers(out: LLM) -> dict[str, Any]:
             "seed": v.seed,
             **({"greedy_first": True} if v.greedy_first else {}),  # only when set: older fingerprints hold
             **({"stop_when_decided": True} if v.stop_when_decided else {}),
+            **({"quorum": v.quorum} if v.quorum is not None else {}),
             **(
                 {
                     "variants": [

@@ -404,16 +404,18 @@ def with_vote(flow: Flow, *, k: int = 5, state: str = "Solve", rebind: bool = Fa
 @dataclass(frozen=True)
 class _WithThought:
     """A vote variant's rewrite: the one-line reply format back to Thought + Action, and the
-    schema without its example values."""
+    schema without its example values unless ``keep_values``."""
 
     one_line_system: str
     two_line_system: str
+    keep_values: bool = False
 
     def __call__(self, text: str) -> str:
-        return strip_values(text.replace(self.one_line_system, self.two_line_system))
+        text = text.replace(self.one_line_system, self.two_line_system)
+        return text if self.keep_values else strip_values(text)
 
 
-def with_answer_vote(flow: Flow, *, state: str = "Solve", rebind: bool = False) -> Flow:
+def with_answer_vote(flow: Flow, *, state: str = "Solve", rebind: bool = False, wide: bool = False) -> Flow:
     """``state`` answers by a vote among three differently prompted greedy answers (not the
     paper's flow): its own request; its own without the example values; and the same with a
     Thought line before the action (the system message's two-line format) and the schema
@@ -430,6 +432,13 @@ def with_answer_vote(flow: Flow, *, state: str = "Solve", rebind: bool = False) 
     run the winner. Why: on the development sample, the methods with and without each lever
     solved different tasks (docs/results.md, issue 15), and a vote over differently prompted
     answers can keep what each gets right, which k samples of one prompt (``with_vote``) did not.
+
+    With ``wide``, two more variants follow: the Thought format with the values kept, and the
+    state's own request sampled (temperature 0.7); candidates are asked in order until two
+    share a result (``Vote.quorum=2``), at most five. Why: on the development sample the
+    three-way vote lost most tasks where its answers all differed or all failed, and the
+    methods around it solved some of those (docs/results.md, issue 15); a quorum keeps the
+    cost of the usual case (the first two agree) unchanged.
 
     Raises:
         ValueError: the flow has no such state, or it still asks for Thought lines.
@@ -454,8 +463,21 @@ def with_answer_vote(flow: Flow, *, state: str = "Solve", rebind: bool = False) 
             Variant("no values", rewrite=strip_values),
             Variant("with thought, no values", rewrite=_WithThought(system, two_lines), grammar=thought_grammar),
         )
+        if wide:
+            variants += (
+                Variant(
+                    "with thought", rewrite=_WithThought(system, two_lines, keep_values=True), grammar=thought_grammar
+                ),
+                Variant("own, sampled", sampled=True),
+            )
         executor = RebindingExecutor(reader) if rebind else reader
-        vote = Vote(parse=executed_statement, executor=executor, variants=variants, stop_when_decided=True)
+        vote = Vote(
+            parse=executed_statement,
+            executor=executor,
+            variants=variants,
+            stop_when_decided=not wide,
+            quorum=2 if wide else None,
+        )
         return dc_replace(out, vote=vote)
 
     return flow.variant(flow.name, replace=[target.with_outputs(*(voting(o) for o in target.outputs))])
@@ -481,6 +503,7 @@ def build_sql_flow(
     error_submits: bool = True,
     values: int = 0,
     answer_vote: bool = False,
+    wide_vote: bool = False,
     error_replies: int = 0,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
@@ -507,6 +530,8 @@ def build_sql_flow(
         values: with ``schema``, Init also shows that many frequent values of each text column.
         answer_vote: Solve's answer is voted among three differently prompted answers
             (:func:`with_answer_vote`; needs ``schema``, ``values`` and ``thoughts=False``).
+        wide_vote: with ``answer_vote``, up to five variants are asked until two answers agree
+            (``with_answer_vote(wide=True)``).
         error_replies: ``n > 0``: Error answers at most ``n`` times, then a failed statement
             ends the episode (:func:`with_error_budget`).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
@@ -544,7 +569,9 @@ def build_sql_flow(
     if answer_vote:
         if not (values and not thoughts):
             raise ValueError("answer_vote needs values > 0 and thoughts=False (its variants switch both back off)")
-        flow = with_answer_vote(flow, rebind=rebind)
+        flow = with_answer_vote(flow, rebind=rebind, wide=wide_vote)
+    elif wide_vote:
+        raise ValueError("wide_vote needs answer_vote=True (it widens that vote)")
     if error_replies:
         if not error:
             raise ValueError("error_replies needs error=True (the budget is Error's)")

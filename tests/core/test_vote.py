@@ -171,3 +171,33 @@ def test_a_decided_vote_stops_asking_and_replies_as_the_full_vote_would():
     llm = ScriptedLLM([reply("B"), reply("A1"), reply("A2"), reply("C"), reply("B")])
     r = run(vote_flow(vote, seen), "T", models=scripted(), scripts={"fake": llm})
     assert r.usage().calls == 5 and seen == ["B"]  # B, seen first, could still tie A: the fifth is asked and does
+
+
+def test_a_quorum_stops_at_the_first_result_two_candidates_share_and_that_result_wins():
+    calls: list[str] = []
+    seen: list[str] = []
+    vote = Vote(parse, fake_executor(calls), k=5, quorum=2)
+    # B, C, then A1 and A2 agree: the fifth (B again, which a full vote would tie at 2) is not asked
+    llm = ScriptedLLM([reply("B"), reply("C"), reply("A1"), reply("A2"), reply("B")])
+    r = run(vote_flow(vote, seen), "T", models=scripted(), scripts={"fake": llm})
+    assert calls == ["B", "C", "A1", "A2"] and r.usage().calls == 4 and seen == ["A1"]
+    tally_ = r.history.last("llm").meta["vote"]
+    assert tally_["asked"] == 4 and tally_["k"] == 5 and tally_["per_candidate"] == [1, 1, 2, 2]
+
+    # failures never count toward the quorum: with no two results alike, all k are asked
+    calls.clear()
+    seen.clear()
+    llm = ScriptedLLM([reply("X"), reply("Y"), reply("B"), reply("Z"), reply("C")])
+    r = run(vote_flow(vote, seen), "T", models=scripted(), scripts={"fake": llm})
+    assert r.usage().calls == 5 and seen == ["B"]  # the first result that ran wins the 1-1 tie
+
+
+def test_quorum_reached_counts_only_results_and_bad_quorums_are_refused():
+    from stateflow.vote import quorum_reached
+
+    cands = _candidates(("a", None, None, "b"))
+    assert not quorum_reached(cands, 2)
+    assert quorum_reached(cands + _candidates(("b",)), 2)
+    for bad in (1, 6):
+        with pytest.raises(ValueError, match="quorum must be between 2 and k=5"):
+            Vote(parse, fake_executor([]), k=5, quorum=bad)

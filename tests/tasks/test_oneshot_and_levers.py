@@ -355,6 +355,36 @@ def test_prompt_vote_does_not_ask_the_thought_answer_when_the_first_two_agree(sq
     assert episode_vars(r).reward == 1.0 and r.path[-2:] == ["Submit", "End"]
 
 
+def test_wide_vote_asks_up_to_five_variants_until_two_results_agree(sql_env):
+    from stateflow.tasks.grammar import ACTION_GBNF, THOUGHT_ACTION_GBNF
+
+    flow, view = build_method("sf_agent_wide_vote", default_registry().get("intercode-sql"), grammar=True)
+    gold = sql_env.task(0).gold
+    replies = [
+        "Action: execute[SELECT 12345]",  # own: a wrong answer alone
+        "Action: execute[SELECT nope FROM book]",  # without values: fails to run, never counts
+        "Thought: t\nAction: execute[SELECT 678]",  # Thought, no values: another lone answer
+        f"Thought: t\nAction: execute[{gold}]",  # Thought with values: the gold result
+        f"Action: execute[{gold.replace('SELECT ', 'SELECT  ', 1)}]",  # own, sampled: agrees with it
+    ]
+    r, srv = _run(flow, sql_env, replies, view)
+    assert len(srv.requests) == 5 and r.path[-2:] == ["Submit", "End"]
+    texts = ["\n".join(m["content"] for m in q["messages"]) for q in srv.requests]
+    assert "genre varchar: 'novel'" in texts[3] and "Every reply has exactly two lines" in texts[3]
+    assert "genre varchar: 'novel'" in texts[4] and "Every reply is exactly one line" in texts[4]
+    assert [q.get("grammar") for q in srv.requests][2:] == [THOUGHT_ACTION_GBNF, THOUGHT_ACTION_GBNF, ACTION_GBNF]
+    assert srv.requests[4].get("temperature") == 0.7 and srv.requests[0].get("temperature") != 0.7
+    tally_ = r.history.last("llm").meta["vote"]
+    assert tally_["winner"] == 3 and tally_["per_candidate"] == [1, 0, 1, 2, 2] and tally_["asked"] == 5
+    assert episode_vars(r).reward == 1.0
+
+    # the usual case costs what the three-way vote costs: two agreeing answers end the vote
+    r, srv = _run(flow, sql_env, [f"Action: execute[{gold}]", f"Action: execute[{gold}]"], view)
+    assert len(srv.requests) == 2 and r.history.last("llm").meta["vote"]["asked"] == 2
+    with pytest.raises(ValueError, match="wide_vote needs answer_vote"):
+        build_sql_flow(schema=True, thoughts=False, values=3, wide_vote=True)
+
+
 def test_strip_values_gives_the_listing_without_values_and_leaves_other_text_alone(sql_env):
     from stateflow.tasks.tools import describe_schema, strip_values
 
