@@ -63,6 +63,7 @@ _FIX = {**_HINT, "error_submits": False}  # Error answers with a corrected state
 _VALUES = {**_HINT, "values": 3}  # Init shows 3 frequent values of each text column
 _PROMPT_VOTE = {**_VALUES, "answer_vote": True}  # Solve votes among 3 differently prompted answers
 _WIDE_VOTE = {**_PROMPT_VOTE, "wide_vote": True}  # ... among up to 5, until two agree
+_ERROR_VOTE = {**_WIDE_VOTE, "error_vote": True}  # Error's repair is voted the same way
 
 #: the SQL variant ``stateflow demo`` runs with local models: the best flow measured on the
 #: development sample (docs/results.md, "Levers on the development sample")
@@ -92,6 +93,7 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "_values": _VALUES,
     "_prompt_vote": _PROMPT_VOTE,
     "_wide_vote": _WIDE_VOTE,
+    "_error_vote": _ERROR_VOTE,
     "_vote": {**_TUNED, "vote": 5},  # Solve votes over 5 statements run read-only
 }
 

@@ -504,6 +504,7 @@ def build_sql_flow(
     values: int = 0,
     answer_vote: bool = False,
     wide_vote: bool = False,
+    error_vote: bool = False,
     error_replies: int = 0,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
@@ -532,6 +533,10 @@ def build_sql_flow(
             (:func:`with_answer_vote`; needs ``schema``, ``values`` and ``thoughts=False``).
         wide_vote: with ``answer_vote``, up to five variants are asked until two answers agree
             (``with_answer_vote(wide=True)``).
+        error_vote: with ``answer_vote``, Error's repair is voted the same way as Solve's answer
+            (``with_answer_vote(state="Error")``). Why: on the development sample, 11 of the 39
+            tasks the three-way vote lost had every Solve candidate fail to run, and Error's
+            single greedy repair then failed too (docs/results.md, issue 15).
         error_replies: ``n > 0``: Error answers at most ``n`` times, then a failed statement
             ends the episode (:func:`with_error_budget`).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
@@ -570,8 +575,12 @@ def build_sql_flow(
         if not (values and not thoughts):
             raise ValueError("answer_vote needs values > 0 and thoughts=False (its variants switch both back off)")
         flow = with_answer_vote(flow, rebind=rebind, wide=wide_vote)
-    elif wide_vote:
-        raise ValueError("wide_vote needs answer_vote=True (it widens that vote)")
+        if error_vote:
+            if not error:
+                raise ValueError("error_vote needs error=True (it votes Error's repair)")
+            flow = with_answer_vote(flow, state="Error", rebind=rebind, wide=wide_vote)
+    elif wide_vote or error_vote:
+        raise ValueError("wide_vote and error_vote need answer_vote=True (they extend that vote)")
     if error_replies:
         if not error:
             raise ValueError("error_replies needs error=True (the budget is Error's)")

@@ -381,8 +381,29 @@ def test_wide_vote_asks_up_to_five_variants_until_two_results_agree(sql_env):
     # the usual case costs what the three-way vote costs: two agreeing answers end the vote
     r, srv = _run(flow, sql_env, [f"Action: execute[{gold}]", f"Action: execute[{gold}]"], view)
     assert len(srv.requests) == 2 and r.history.last("llm").meta["vote"]["asked"] == 2
-    with pytest.raises(ValueError, match="wide_vote needs answer_vote"):
+    with pytest.raises(ValueError, match="wide_vote and error_vote need answer_vote"):
         build_sql_flow(schema=True, thoughts=False, values=3, wide_vote=True)
+
+
+def test_error_vote_votes_the_repair_after_every_solve_candidate_failed(sql_env):
+    flow, view = build_method("sf_agent_error_vote", default_registry().get("intercode-sql"), grammar=True)
+    gold = sql_env.task(0).gold
+    fail = "Action: execute[SELECT nope FROM book]"
+    replies = [
+        *[fail] * 5,  # Solve: all five variants fail to run, so the first (failed) one is executed
+        "Action: execute[SELECT 12345]",  # Error, own: a lone answer
+        f"Action: execute[{gold}]",  # no values: the gold result
+        f"Thought: t\nAction: execute[{gold.replace('SELECT ', 'SELECT  ', 1)}]",  # Thought: agrees
+    ]
+    r, srv = _run(flow, sql_env, replies, view)
+    assert len(srv.requests) == 8
+    assert r.path[:3] == ["Init", "Solve", "Error"] and r.path[-2:] == ["Submit", "End"]
+    votes = [m.meta["vote"] for m in r.history if m.kind == "llm" and "vote" in m.meta]
+    assert [(v["asked"], v["errors"]) for v in votes] == [(5, 5), (3, 0)]
+    assert votes[1]["winner"] == 1 and votes[1]["per_candidate"] == [1, 2, 2]
+    assert episode_vars(r).reward == 1.0
+    with pytest.raises(ValueError, match="error_vote needs error=True"):
+        build_sql_flow(schema=True, thoughts=False, values=3, answer_vote=True, error_vote=True, error=False)
 
 
 def test_strip_values_gives_the_listing_without_values_and_leaves_other_text_alone(sql_env):
