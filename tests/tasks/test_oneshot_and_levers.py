@@ -390,16 +390,16 @@ def test_error_vote_votes_the_repair_after_every_solve_candidate_failed(sql_env)
     gold = sql_env.task(0).gold
     fail = "Action: execute[SELECT nope FROM book]"
     replies = [
-        *[fail] * 5,  # Solve: all five variants fail to run, so the first (failed) one is executed
+        *[fail] * 3,  # Solve: all three variants fail to run, so the first (failed) one is executed
         "Action: execute[SELECT 12345]",  # Error, own: a lone answer
         f"Action: execute[{gold}]",  # no values: the gold result
         f"Thought: t\nAction: execute[{gold.replace('SELECT ', 'SELECT  ', 1)}]",  # Thought: agrees
     ]
     r, srv = _run(flow, sql_env, replies, view)
-    assert len(srv.requests) == 8
+    assert len(srv.requests) == 6
     assert r.path[:3] == ["Init", "Solve", "Error"] and r.path[-2:] == ["Submit", "End"]
     votes = [m.meta["vote"] for m in r.history if m.kind == "llm" and "vote" in m.meta]
-    assert [(v["asked"], v["errors"]) for v in votes] == [(5, 5), (3, 0)]
+    assert [(v["asked"], v["errors"]) for v in votes] == [(3, 3), (3, 0)]
     assert votes[1]["winner"] == 1 and votes[1]["per_candidate"] == [1, 2, 2]
     assert episode_vars(r).reward == 1.0
     with pytest.raises(ValueError, match="error_vote needs error=True"):
