@@ -35,7 +35,7 @@ from stateflow.tasks.archive import RecordArchive
 from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.methods import resolve_method
 from stateflow.tasks.registry import default_registry
-from stateflow.tasks.runner import RunSpec, evaluate, open_env
+from stateflow.tasks.runner import RunOrder, RunSpec, evaluate, open_env
 from stateflow.tasks.samples import SAMPLE_NAMES, SAMPLE_SIZES
 
 from stateflow import ModelAssignment
@@ -222,6 +222,9 @@ class PaperRun:
             these settings (to publish a partial run, or one made elsewhere).
         archive: the root of the record archive (``None``: none). Archived episodes of the
             same settings count as recorded, and every pair's records are merged into it.
+        order: ``"task"`` (default) runs every method on a task before the next task, so a
+            comparison stopped part-way compares all methods on the same tasks; ``"method"``
+            runs one method over every task before the next (:attr:`RunSpec.order`).
     """
 
     benchmarks: tuple[PaperBenchmark, ...]
@@ -236,6 +239,7 @@ class PaperRun:
     retry_errors: bool = False
     run_missing: bool = True
     archive: Path | None = None
+    order: RunOrder = "task"
 
     def archive_file(self, bench: PaperBenchmark, model: PaperModel) -> Path | None:
         """The pair's record archive, ``ARCHIVE/<benchmark>/<model>.jsonl`` (``None`` without an archive)."""
@@ -261,6 +265,7 @@ class PaperRun:
             retry_errors=self.retry_errors,
             run_missing=self.run_missing,
             archive=self.archive_file(bench, model),
+            order=self.order,
             scripts=model.scripts,
         )
 

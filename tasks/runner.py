@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Literal, get_args
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -49,6 +50,7 @@ from stateflow.errors import ConfigError
 
 __all__ = [
     "MixedSettingsError",
+    "RunOrder",
     "RunSpec",
     "RunSummary",
     "TaskSelection",
@@ -57,6 +59,10 @@ __all__ = [
     "run_identities",
     "select_tasks",
 ]
+
+
+RunOrder = Literal["method", "task"]
+"""The order episodes run in (:attr:`RunSpec.order`)."""
 
 
 @dataclass(frozen=True)
@@ -145,9 +151,15 @@ class RunSpec:
     mix_settings: bool = False
     run_missing: bool = True  # False: only report what is recorded (nothing runs, nothing is written)
     archive: Path | None = None  # a record archive (stateflow.tasks.archive) whose episodes count as recorded
+    # "method": every task of the first method, then the next method; "task": every method on the
+    # first task, then the next task, so a run stopped part-way leaves all methods on the same
+    # tasks (comparable row by row) instead of the first methods done and the last not started
+    order: RunOrder = "method"
     scripts: dict[str, ScriptedLLM] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        if self.order not in get_args(RunOrder):
+            raise ValueError(f"RunSpec.order: {self.order!r} is not one of {', '.join(get_args(RunOrder))}")
         if isinstance(self.benchmark, str):
             object.__setattr__(self, "benchmark", default_registry().get(self.benchmark))
 
@@ -449,7 +461,12 @@ def _run(
     done = {
         record_key(r) for r in current if r.identity_digest in digests and not (spec.retry_errors and r.status != "ok")
     }
-    jobs = [(m, i) for m in spec.methods for i in selection.indices if (identities[m].digest, i) not in done]
+    pairs = (
+        ((m, i) for m in spec.methods for i in selection.indices)
+        if spec.order == "method"
+        else ((m, i) for i in selection.indices for m in spec.methods)
+    )
+    jobs = [(m, i) for m, i in pairs if (identities[m].digest, i) not in done]
     skipped = len(spec.methods) * len(selection.indices) - len(jobs)
     (spec.out / "run.json").write_text(
         json.dumps(

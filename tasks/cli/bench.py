@@ -27,6 +27,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from stateflow.tasks.cli.run import Order
 from stateflow.tasks.cli.stopping import stop_on_signals
 
 from stateflow.errors import ConfigError
@@ -94,6 +95,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         data: Annotated[str | None, typer.Option(help="directory with InterCode's sql/ and bash/ data")] = None,
         retry_errors: Annotated[bool, typer.Option(help="re-run episodes recorded as errored")] = False,
+        order: Annotated[
+            Order,
+            typer.Option(help="task: every method on a task, then the next (a stopped run stays comparable); method"),
+        ] = Order.TASK,
         no_run: Annotated[
             bool, typer.Option("--no-run", help="run nothing: write the documents from what is recorded")
         ] = False,
@@ -142,6 +147,7 @@ def register(app: typer.Typer) -> None:
             grammar=grammar,
             data_dir=data,
             retry_errors=retry_errors,
+            order=order.value,
             run_missing=not no_run,
             archive=None if no_archive else archive,
         )

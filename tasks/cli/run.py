@@ -50,6 +50,13 @@ class Executor(StrEnum):
     RAY = "ray"
 
 
+class Order(StrEnum):
+    """Which episodes run first: a method over every task, or every method on a task (RunSpec.order)."""
+
+    METHOD = "method"
+    TASK = "task"
+
+
 class SqlDatabaseScope(StrEnum):
     """Which databases an SQL agent may ``USE``: all of the benchmark's (as upstream) or its task's."""
 
@@ -159,6 +166,12 @@ def register(app: typer.Typer) -> None:
         retry_errors: Annotated[
             bool, typer.Option(help="re-run episodes recorded as errored (the new record replaces the old)")
         ] = False,
+        order: Annotated[
+            Order,
+            typer.Option(
+                help="method: each method over every task in turn; task: every method on a task, then the next task"
+            ),
+        ] = Order.METHOD,
         mix_settings: Annotated[
             bool,
             typer.Option(
@@ -228,6 +241,7 @@ def register(app: typer.Typer) -> None:
             sql_database_scope=(sql_database_scope or SqlDatabaseScope.BENCHMARK).value,
             retry_errors=retry_errors,
             mix_settings=mix_settings,
+            order=order.value,
         )
         chosen = _executor(executor, ray_address, None if spec.oracle else assignment, ray_worker_cpus)
         with stop_on_signals():

@@ -8,6 +8,7 @@ tests/cli/test_bench_paper_cli.py.
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -265,3 +266,20 @@ def test_no_run_reports_what_is_recorded_and_touches_nothing(tmp_path):
         env_factory=lambda spec: FakeEnv(n=4),
     )
     assert empty[0].records == [] and not (tmp_path / "elsewhere").exists()
+
+
+def test_the_comparison_runs_every_method_on_a_task_before_the_next_task(tmp_path):
+    """A comparison stopped part-way must leave its methods on the same tasks (task order)."""
+    benches, _ = paper_benchmarks(["intercode-bash"], ["react", "try_again"], {"intercode-bash": "demo"})
+    run = PaperRun(benches, (_model("m-a"),), tmp_path / "runs", tasks="0:2")
+    assert run.order == "task"
+    (outcome,), _ = run_paper(
+        run, console=Console(file=io.StringIO()), progress=False, env_factory=lambda s: FakeEnv(n=2)
+    )
+    lines = (outcome.out / "results.jsonl").read_text().splitlines()
+    assert [(r["task"], r["method"]) for r in map(json.loads, lines)] == [
+        (0, "react"),
+        (0, "try_again"),
+        (1, "react"),
+        (1, "try_again"),
+    ]

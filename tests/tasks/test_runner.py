@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,32 @@ def test_resume_skips_recorded_episodes(tmp_path, sql_available):
     assert (second.skipped, second.finished) == (5, 3)
     tasks = [json.loads(line)["task"] for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert sorted(tasks) == list(range(8))
+
+
+@pytest.mark.parametrize(
+    ("order", "expected"),
+    [
+        (
+            "method",
+            [("stateflow", 0), ("stateflow", 1), ("stateflow", 2), ("sf_agent", 0), ("sf_agent", 1), ("sf_agent", 2)],
+        ),
+        (
+            "task",
+            [("stateflow", 0), ("sf_agent", 0), ("stateflow", 1), ("sf_agent", 1), ("stateflow", 2), ("sf_agent", 2)],
+        ),
+    ],
+)
+def test_order_decides_which_episodes_run_first_and_resume_keeps_it(tmp_path, sql_available, order, expected):
+    methods = ("stateflow", "sf_agent")
+    first = RunSpec("intercode-sql", methods, out=tmp_path, tasks="0:2", order=order, **ORACLE_SPEC)
+    evaluate(first, progress=False)
+    second = evaluate(replace(first, tasks="0:3"), progress=False)
+    assert (second.skipped, second.finished) == (4, 2)
+    ran = [(r["method"], r["task"]) for r in map(json.loads, (tmp_path / "results.jsonl").read_text().splitlines())]
+    # the first run's four episodes, then the resumed run's two: each run in the order asked
+    assert ran == [e for e in expected if e[1] < 2] + [e for e in expected if e[1] == 2]
+    with pytest.raises(ValueError, match=r"RunSpec\.order: 'random' is not one of method, task"):
+        replace(first, order="random")
 
 
 def test_misbehaving_model_is_scored_like_upstream(tmp_path, sql_available):
