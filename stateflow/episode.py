@@ -79,6 +79,11 @@ def _system_message(agent: ConversableAgent, rewrite: Callable[[str], str] | Non
         agent.update_system_message(original)
 
 
+def _clip(text: str, limit: int = 300) -> str:
+    """``text`` cut to ``limit`` characters (a result set can be thousands of rows)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _never_terminate(message: dict[str, Any]) -> bool:
     """The chat manager's termination check: the flow, not a message text, ends a run."""
     return False
@@ -441,6 +446,16 @@ class Episode:
             "per_candidate": [votes[i] for i in range(len(candidates))],
             "errors": sum(c.error is not None for c in candidates),
             **({"variants": [v.name for v in vote.variants]} if vote.variants else {}),
+            # what each candidate ran and got, so a result file alone can tell how the vote went
+            # (which answers agreed, what the losers returned) and replay another voting rule
+            "candidates": [
+                {
+                    "action": None if c.action is None else _clip(str(c.action)),
+                    "result": None if c.error is not None else _clip(repr(c.key)),
+                    "error": None if c.error is None else _clip(c.error),
+                }
+                for c in candidates
+            ],
         }
         msg = Message("assistant", agent.name, self.ctx.state, Kind.LLM, text, meta={"vote": tally_})
         self._record(out.label, msg, None, 0.0, {"vote": tally_})

@@ -58,8 +58,15 @@ def test_the_majority_result_wins_even_when_sampled_later_and_every_candidate_is
     assert r.usage().calls == 5 and all(s.usage is not None for s in cands)
     assert [q.params["seed"] for q in llm.requests] == [0, 1, 2, 3, 4]
     winner = r.history.last("llm")
-    assert winner.meta["vote"] == {"winner": 1, "votes": 2, "k": 5, "per_candidate": [1, 2, 0, 2, 1], "errors": 1}
-    assert winner.to_dict()["meta"]["vote"]["winner"] == 1  # kept in result files
+    tally_ = {k: v for k, v in winner.meta["vote"].items() if k != "candidates"}
+    assert tally_ == {"winner": 1, "votes": 2, "k": 5, "per_candidate": [1, 2, 0, 2, 1], "errors": 1}
+    # each candidate's action and result travel with the message (result files keep them)
+    kept = winner.to_dict()["meta"]["vote"]
+    assert kept["winner"] == 1
+    assert [c["action"] for c in kept["candidates"]] == ["B", "A1", "X", "A2", "C"]
+    assert [c["result"] for c in kept["candidates"]] == ["(2,)", "(1,)", None, "(1,)", "(3,)"]
+    assert kept["candidates"][2]["error"].startswith("RuntimeError: no such table in X")
+    assert kept["candidates"][0]["error"] is None
     assert {q.params["temperature"] for q in llm.requests} == {0.7}
 
 
