@@ -117,14 +117,15 @@ class Variant:
         name: what the variant is, for traces and fingerprints (``"own"``, ``"with thought"``).
         rewrite: applied to the text of the system message and of every message the model is
             sent (``None``: sent as they are). It MUST be a pure function of the text.
-        grammar: the candidate's decoding grammar instead of the state's (``None``: the state's).
+        grammar: the candidate's decoding grammar instead of the state's (``None``: the state's);
+            a function of the run's context, like :attr:`LLM.grammar`, is called per request.
         sampled: ask at :attr:`Vote.temperature` with seed ``Vote.seed + i``; off (default),
             with the request's own settings (greedy when the profile's temperature is 0).
     """
 
     name: str
     rewrite: Callable[[str], str] | None = None
-    grammar: str | None = None
+    grammar: str | Callable[[Context], str | None] | None = None
     sampled: bool = False
 
 

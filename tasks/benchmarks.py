@@ -65,6 +65,9 @@ _PROMPT_VOTE = {**_VALUES, "answer_vote": True}  # Solve votes among 3 different
 _WIDE_VOTE = {**_PROMPT_VOTE, "wide_vote": True}  # ... among up to 5, until two agree
 # Error's repair is voted the same way (on the three-way vote: the wide one lost 1 / 3 on the first 49 dev tasks)
 _ERROR_VOTE = {**_PROMPT_VOTE, "error_vote": True}
+# statements may name only the listed tables and columns (tasks/sql_grammar.py)
+_HINT_NAMES = {**_HINT, "schema_grammar": True}
+_VOTE_NAMES = {**_PROMPT_VOTE, "schema_grammar": True}
 
 #: the SQL variant ``stateflow demo`` runs with local models: the best flow measured on the
 #: development sample (docs/results.md, "Levers on the development sample")
@@ -95,6 +98,8 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "_prompt_vote": _PROMPT_VOTE,
     "_wide_vote": _WIDE_VOTE,
     "_error_vote": _ERROR_VOTE,
+    "_hint_names": _HINT_NAMES,
+    "_vote_names": _VOTE_NAMES,
     "_vote": {**_TUNED, "vote": 5},  # Solve votes over 5 statements run read-only
 }
 

@@ -122,7 +122,9 @@ def _levers(out: LLM) -> dict[str, Any]:
                         {
                             "name": x.name,
                             "rewrite": _callable_name(x.rewrite),
-                            "grammar": x.grammar,
+                            "grammar": x.grammar
+                            if isinstance(x.grammar, str) or x.grammar is None
+                            else _callable_name(x.grammar),
                             "sampled": x.sampled,
                         }
                         for x in v.variants
