@@ -41,8 +41,12 @@ from .test_gold_replay import NONDETERMINISTIC, _replay
 needs_engine = pytest.mark.skipif(DOCKER_PROBLEM is not None, reason=f"no Docker engine: {DOCKER_PROBLEM}")
 # Gold outputs that differ between two Docker containers besides the sandbox's list: 96 and 157
 # print `df` of the container root, an overlay on the host disk whose usage other processes
-# change between the two runs (the sandbox's root is a private tmpfs).
-DOCKER_NONDETERMINISTIC = NONDETERMINISTIC | {96, 157}
+# change between the two runs (the sandbox's root is a private tmpfs). 55 (fs_1 #55) runs
+# `grep -r Hello *` from `/`: in a container it never ends within the 10 s command timeout
+# (measured: the bare `grep -r Hello *` timed out on every try), so its output is whatever grep
+# printed before the kill, which depends on the machine's load (it failed once in a full CI run
+# with answer_similarity 0.2, and passed alone).
+DOCKER_NONDETERMINISTIC = NONDETERMINISTIC | {55, 96, 157}
 
 
 def test_build_context_holds_dockerfile_gitignore_and_the_task_tree() -> None:
