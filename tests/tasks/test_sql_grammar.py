@@ -21,6 +21,7 @@ from stateflow.tasks.sql_grammar import (
 
 from stateflow import LLM, Context
 from stateflow.backends.local import CATALOG, ModelStore, runtime_available
+from tests.backends.local.gbnf_parse import unparsable
 
 TABLES = ["orchestra", "performance"]
 COLUMNS = {
@@ -144,3 +145,12 @@ def test_a_real_model_under_the_grammar_cannot_write_a_column_that_does_not_exis
     statement = bound[len("Action: execute[") : -1]
     assert "Record_Format" not in statement.replace("Major_Record_Format", "")
     assert "orchestra" in statement.lower()
+
+
+def test_llama_cpp_parses_every_reply_grammar_with_and_without_a_schema():
+    ctx = Context(task="q", history=[])
+    free = [f(ctx) for f in (schema_action_grammar, schema_action_only_grammar, schema_thought_action_grammar)]
+    ep = EpisodeVars.of(ctx)
+    ep.tables, ep.columns = TABLES, COLUMNS
+    bound = [f(ctx) for f in (schema_action_grammar, schema_action_only_grammar, schema_thought_action_grammar)]
+    assert unparsable([*free, *bound]) == {}

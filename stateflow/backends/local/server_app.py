@@ -76,6 +76,30 @@ class ClientGoneError(RuntimeError):
     """The request's client disconnected before the model started on it."""
 
 
+class InvalidGrammarError(ValueError):
+    """A request's GBNF grammar that llama.cpp cannot parse (answered with HTTP 400)."""
+
+
+def check_grammar(model: Any, grammar: Any) -> None:
+    """Raise :class:`InvalidGrammarError` when llama.cpp cannot parse ``grammar``.
+
+    Why: ``llama_cpp.LlamaGrammar.from_string`` (0.3.x) only stores the text; the parse happens
+    when a sampler is made from it, and on a parse error that returns NULL, which the library
+    then puts into the sampler chain as if it were a sampler. Checking first turns a malformed
+    grammar into a clear client error instead of a crash of the server or an unconstrained
+    reply. llama.cpp prints where the parse failed to the server's stderr.
+    """
+    text, root = grammar._grammar, grammar._root
+    sampler = llama_cpp.llama_sampler_init_grammar(model.vocab, text.encode("utf-8"), root.encode("utf-8"))
+    if not sampler:
+        first = text.strip().splitlines()[0][:120] if text.strip() else "(empty)"
+        raise InvalidGrammarError(
+            f"invalid grammar: llama.cpp could not parse it (its error is in the server log); "
+            f"the grammar starts with: {first}"
+        )
+    llama_cpp.llama_sampler_free(sampler)
+
+
 class AccountingLlama(llama_cpp.Llama):
     """``llama_cpp.Llama`` that reports how many prompt tokens each completion really evaluated,
     and where its time went.
@@ -119,6 +143,8 @@ class AccountingLlama(llama_cpp.Llama):
 
     def _init_sampler(self, *args: Any, grammar: Any = None, **kwargs: Any) -> Any:
         self._sf_grammar = None
+        if grammar is not None:
+            check_grammar(self._model, grammar)
         if not self.check_grammar_after_sampling:
             return super()._init_sampler(*args, grammar=grammar, **kwargs)
         # The grammar is kept out of the chain and checked after it (see _sample_then_check).
@@ -422,6 +448,8 @@ def build_app(config: dict[str, Any], llama: AccountingLlama) -> Any:
             result = await handler(request, body)
         except ClientGoneError as err:
             return JSONResponse({"error": {"message": str(err), "type": "client_gone"}}, status_code=499)
+        except InvalidGrammarError as err:
+            return JSONResponse({"error": {"message": str(err), "type": "invalid_request_error"}}, status_code=400)
         finally:
             watcher.cancel()
         return JSONResponse(result) if isinstance(result, dict) else result

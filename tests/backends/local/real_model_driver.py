@@ -135,6 +135,15 @@ def scenarios() -> dict[str, Any]:
     ]
     out["action_only"] = _chat(client, copy, max_tokens=80, extra_body={"grammar": ACTION_ONLY_GBNF})
 
+    # A grammar llama.cpp cannot parse is the client's error; the server answers the next request.
+    try:
+        _chat(client, copy, max_tokens=8, extra_body={"grammar": 'root ::= ("a"'})
+        out["bad_grammar"] = {"status": 200}
+    except Exception as err:  # openai.BadRequestError on a 400
+        out["bad_grammar"] = {"status": getattr(err, "status_code", None), "message": str(err)}
+    out["after_bad_grammar"] = _chat(client, copy, max_tokens=80, extra_body={"grammar": ACTION_ONLY_GBNF})
+    out["pid_after_bad_grammar"] = server.pid
+
     from autogen import ConversableAgent
 
     agent = ConversableAgent(

@@ -86,7 +86,9 @@ def test_cached_tokens_reported_and_prefix_reused(run):
 
 def test_server_totals_and_pruned_prompt_cache(run):
     stats = run["stats_before_crash"]
-    assert stats["requests"] == 9  # every request the scenarios above made, the grammar ones included
+    # every request the scenarios above made, the grammar ones included, less the one whose
+    # malformed grammar was refused (a 400 is not an answered request)
+    assert stats["requests"] == 10
     assert 0 < stats["evaluated_prompt_tokens"] < stats["prompt_tokens"]
     # Each turn of a conversation extends the previous one: older entries are pruned.
     assert 0 < stats["cache_entries"] < stats["requests"]
@@ -107,6 +109,14 @@ def test_grammar_makes_the_model_follow_thought_action(run):
 def test_sql_answer_grammar_closes_the_action_at_its_first_bracket(run):
     # With the old `command ::= [^\n]{1,600}` the model copied the whole run-on line (checked).
     assert run["action_only"]["content"] == "Action: execute[SELECT name FROM singer]"
+
+
+def test_a_malformed_grammar_is_a_clear_400_and_the_server_goes_on(run):
+    bad = run["bad_grammar"]
+    assert bad["status"] == 400, bad
+    assert "invalid grammar" in bad["message"] and 'root ::= ("a"' in bad["message"]
+    assert run["pid_after_bad_grammar"] == run["pid1"]  # no crash, no restart
+    assert run["after_bad_grammar"]["content"] == run["action_only"]["content"]
 
 
 def test_real_autogen_agent_talks_to_the_server(run):
