@@ -68,6 +68,7 @@ _ERROR_VOTE = {**_PROMPT_VOTE, "error_vote": True}
 # statements may name only the listed tables and columns (tasks/sql_grammar.py)
 _HINT_NAMES = {**_HINT, "schema_grammar": True}
 _VOTE_NAMES = {**_PROMPT_VOTE, "schema_grammar": True}
+_VOTE_SHOTS = {**_PROMPT_VOTE, "solve_examples": True}  # Solve shows four worked one-line answers
 
 #: the SQL variant ``stateflow demo`` runs with local models: the best flow measured on the
 #: development sample (docs/results.md, "Levers on the development sample")
@@ -100,6 +101,7 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "_error_vote": _ERROR_VOTE,
     "_hint_names": _HINT_NAMES,
     "_vote_names": _VOTE_NAMES,
+    "_vote_shots": _VOTE_SHOTS,
     "_vote": {**_TUNED, "vote": 5},  # Solve votes over 5 statements run read-only
 }
 

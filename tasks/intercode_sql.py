@@ -78,6 +78,7 @@ __all__ = [
     "with_levers",
     "with_schema",
     "with_schema_grammar",
+    "with_solve_examples",
     "with_vote",
     "without_error",
     "without_examples",
@@ -265,6 +266,33 @@ def without_examples(flow: Flow) -> Flow:
         if outs != list(state.outputs):
             replaced.append(state.with_outputs(*outs))
     return flow.variant(flow.name, replace=replaced)
+
+
+def with_solve_examples(flow: Flow) -> Flow:
+    """Solve's instruction starts with four worked one-line answers on a made-up database
+    (``prompts/sql-levers/solve_examples.md``: a count with a filter, the most frequent value, a
+    join whose columns follow the question, a ``NOT IN``); not the paper's flow. The file is kept
+    out of ``prompts/sql``, whose hash identifies every recorded SQL run, so adding a lever's
+    prompt does not orphan them; its text is part of this flow's fingerprint instead.
+
+    For flows whose replies are one ``Action:`` line (:func:`without_thoughts`) and whose Solve
+    has no worked example of its own (:func:`without_examples`). Why a switch: the paper's
+    examples, one Thought/Action step each, hurt the small models (docs/results.md, issue 15);
+    whether short question-to-statement pairs help the one-line answer is measured, not assumed.
+
+    Raises:
+        ValueError: the flow has no Solve prompt, or Solve already shows an example.
+    """
+    solve = flow.states.get("Solve")
+    at = None if solve is None else next((i for i, o in enumerate(solve.outputs) if isinstance(o, Prompt)), None)
+    if solve is None or at is None:
+        raise ValueError(f"with_solve_examples: flow {flow.name!r} has no Solve prompt")
+    text = solve.outputs[at].text
+    if _WORKED_EXAMPLE.search(text):
+        raise ValueError("with_solve_examples: Solve already shows a worked example (use examples=False)")
+    outs = list(solve.outputs)
+    outs[at] = Prompt(load_prompt("sql-levers", "solve_examples") + "\n\n" + text)
+    return flow.variant(flow.name, replace=[solve.with_outputs(*outs)])
 
 
 def with_levers(flow: Flow, *, guard: bool = False, cut: bool = False) -> Flow:
@@ -561,6 +589,7 @@ def build_sql_flow(
     error_vote: bool = False,
     error_replies: int = 0,
     schema_grammar: bool = False,
+    solve_examples: bool = False,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -597,6 +626,8 @@ def build_sql_flow(
         schema_grammar: replies may name only the listed tables and columns
             (:func:`with_schema_grammar`; needs ``schema``, takes effect with ``grammar``: a
             server that takes no grammar gets the flow without it, as with the other grammars).
+        solve_examples: Solve starts with four worked one-line answers (:func:`with_solve_examples`;
+            needs ``examples=False`` and ``thoughts=False``).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -627,6 +658,12 @@ def build_sql_flow(
         flow = without_thoughts(flow)
     if not error_submits and error:
         flow = error_executes_only(flow)
+    if solve_examples:
+        if examples or thoughts:
+            raise ValueError(
+                "solve_examples needs examples=False and thoughts=False (its examples are one-line answers)"
+            )
+        flow = with_solve_examples(flow)
     if schema_grammar and not schema:
         raise ValueError("schema_grammar needs schema=True (the grammar's names are the listing's)")
     if schema_grammar and grammar:

@@ -476,3 +476,25 @@ def test_the_error_budget_is_a_rule_ahead_of_the_rule_into_error_and_refuses_bad
         with_error_budget(build_sql_flow(error=False))
     with pytest.raises(ValueError, match="error_replies needs error=True"):
         build_sql_flow(error=False, error_replies=1)
+
+
+def test_vote_shots_shows_the_worked_answers_to_every_candidate_before_the_rules(sql_env):
+    flow, view = build_method("sf_agent_vote_shots", default_registry().get("intercode-sql"), grammar=True)
+    gold = sql_env.task(0).gold
+    replies = [f"Action: execute[{gold}]", f"Action: execute[{gold}]"]  # the first two agree
+    r, srv = _run(flow, sql_env, replies, view)
+    assert len(srv.requests) == 2 and episode_vars(r).reward == 1.0
+    for q in srv.requests:
+        text = "\n".join(m["content"] for m in q["messages"])
+        shots, rules = text.index("Examples of this step"), text.index("Now your step")
+        assert shots < rules and text.count("Question: ") == 4  # the four worked answers
+        assert "NOT IN (SELECT author_id FROM book)" in text
+
+
+def test_solve_examples_needs_one_line_replies_without_the_papers_examples():
+    with pytest.raises(ValueError, match="solve_examples needs examples=False and thoughts=False"):
+        build_sql_flow(schema=True, solve_examples=True)
+    with pytest.raises(ValueError, match="solve_examples needs"):
+        build_sql_flow(schema=True, examples=False, solve_examples=True)  # Thought lines still on
+    flow = build_sql_flow(schema=True, examples=False, thoughts=False, solve_examples=True)
+    assert flow.states["Solve"].instruction.startswith("Examples of this step, on a different database")

@@ -154,3 +154,30 @@ def test_llama_cpp_parses_every_reply_grammar_with_and_without_a_schema():
     ep.tables, ep.columns = TABLES, COLUMNS
     bound = [f(ctx) for f in (schema_action_grammar, schema_action_only_grammar, schema_thought_action_grammar)]
     assert unparsable([*free, *bound]) == {}
+
+
+def test_the_named_vote_sends_grammars_built_from_the_listed_schema(sql_available):
+    from stateflow.envs.sql import open_sql_env
+    from stateflow.tasks.methods import build_method
+    from stateflow.tasks.registry import default_registry
+
+    from stateflow import ModelProfile, run
+    from stateflow.testing.fake_openai import FakeOpenAIServer
+
+    flow, view = build_method("sf_agent_vote_names", default_registry().get("intercode-sql"), grammar=True)
+    with open_sql_env("demo") as env:
+        env.reset(0)
+        gold = env.task(0).gold
+        replies = iter(
+            ["Action: execute[SELECT 1]", "Action: execute[SELECT 2]", f"Thought: t\nAction: execute[{gold}]"]
+        )
+        with FakeOpenAIServer(lambda *a: next(replies)) as srv:
+            profile = ModelProfile(name="lc", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
+            run(flow, env.task(0).query, models=profile, env=env, vars={"max_turns": 10}, view=view)
+        tables = [row[0] for row in env.step("SHOW TABLES")[0]]
+    grammars = [q["grammar"] for q in srv.requests]
+    assert len(grammars) == 3
+    assert grammars[0] == grammars[1] and grammars[0].startswith('root ::= "Action: " ("submit" | "execute[" stmt "]")')
+    assert grammars[2].startswith('root ::= "Thought: " thought')
+    for table in tables:
+        assert f'"{table}"' in _rule(grammars[0], "name")
