@@ -304,7 +304,11 @@ def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link
             lines.append("| " + " | ".join(row) + " |")
         best = [f"best of {len(bench.all_methods)} methods"]
         for name in models:
-            ranked = sorted(cells.get(name, {}).items(), key=lambda kv: (-kv[1].sr, order.get(kv[0], len(order))))
+            # a tie in success goes to the method with fewer prompt tokens (the paper's cost axis)
+            ranked = sorted(
+                cells.get(name, {}).items(),
+                key=lambda kv: (-kv[1].sr, kv[1].p_tokens, order.get(kv[0], len(order))),
+            )
             best.append(f"`{ranked[0][0]}` {_headline_cell(ranked[0][1])}" if ranked else "")
         lines.append(f"| {bench.name} | " + " | ".join(best) + " |")
         paired = [_paired_cell(bench, pairs[name]) if name in pairs else "" for name in models]

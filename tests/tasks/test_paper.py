@@ -186,6 +186,17 @@ def test_an_incomplete_pair_shows_done_over_total_never_a_final_number(tmp_path)
     assert headline.endswith("| intercode-sql | best of 3 methods | `stateflow` 50.0 (150) [2/3, incomplete] |")
 
 
+def test_the_best_method_of_a_tie_in_success_is_the_one_with_fewer_prompt_tokens(tmp_path):
+    bench = replace(SQL, only=("stateflow", "sf_agent"))
+    model = PaperModel("x", ModelAssignment.of("local"), "default=x")
+    # both solve 1 of 2; sf_agent (listed second) reads fewer prompt tokens
+    records = [_record("stateflow", 2, True), _record("stateflow", 3, False)]
+    records += [_record("sf_agent", t, t == 2).model_copy(update={"prompt_tokens": 50}) for t in (2, 3)]
+    outcome = PairOutcome(bench, model, tmp_path, "complete", records, tasks_total=2)
+    headline = headline_section([outcome], date="2026-11-24", results_link="docs/results.md")
+    assert headline.endswith("| intercode-sql | best of 2 methods | `sf_agent` 50.0 (50) |")
+
+
 def test_a_partial_run_compares_the_headline_methods_and_bars_on_their_common_tasks(tmp_path):
     bench = replace(SQL, only=("react", "stateflow", "oneshot", "stateflow_no_verify"))
     model = PaperModel("x", ModelAssignment.of("local"), "default=x")
