@@ -74,11 +74,16 @@ def _callable_name(fn: Callable[..., Any] | None) -> str | None:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
+def _grammar_name(grammar: str | Callable[..., Any] | None) -> str | None:
+    """A text grammar as it is; a grammar function by name (as every callable here)."""
+    return grammar if isinstance(grammar, str) or grammar is None else _callable_name(grammar)
+
+
 def _output(out: Prompt | LLM | Tool) -> dict[str, Any]:
     if isinstance(out, Prompt):
         return {"prompt": out.text}
     if isinstance(out, LLM):
-        grammar = out.grammar if isinstance(out.grammar, str) or out.grammar is None else _callable_name(out.grammar)
+        grammar = _grammar_name(out.grammar)
         return {
             "llm": out.profile,
             "grammar": grammar,
@@ -122,9 +127,7 @@ def _levers(out: LLM) -> dict[str, Any]:
                         {
                             "name": x.name,
                             "rewrite": _callable_name(x.rewrite),
-                            "grammar": x.grammar
-                            if isinstance(x.grammar, str) or x.grammar is None
-                            else _callable_name(x.grammar),
+                            "grammar": _grammar_name(x.grammar),
                             "sampled": x.sampled,
                         }
                         for x in v.variants
