@@ -80,14 +80,15 @@ class InvalidGrammarError(ValueError):
     """A request's GBNF grammar that llama.cpp cannot parse (answered with HTTP 400)."""
 
 
-def check_grammar(model: Any, grammar: Any) -> None:
-    """Raise :class:`InvalidGrammarError` when llama.cpp cannot parse ``grammar``.
+def parse_grammar(model: Any, grammar: Any) -> Any:
+    """llama.cpp's grammar sampler for ``grammar`` (a pointer the caller owns), or
+    :class:`InvalidGrammarError` when llama.cpp cannot parse it.
 
     Why: ``llama_cpp.LlamaGrammar.from_string`` (0.3.x) only stores the text; the parse happens
     when a sampler is made from it, and on a parse error that returns NULL, which the library
-    then puts into the sampler chain as if it were a sampler. Checking first turns a malformed
-    grammar into a clear client error instead of a crash of the server or an unconstrained
-    reply. llama.cpp prints where the parse failed to the server's stderr.
+    then puts into the sampler chain as if it were a sampler. Parsing here first turns a
+    malformed grammar into a clear client error instead of a crash of the server or an
+    unconstrained reply. llama.cpp prints where the parse failed to the server's stderr.
     """
     text, root = grammar._grammar, grammar._root
     sampler = llama_cpp.llama_sampler_init_grammar(model.vocab, text.encode("utf-8"), root.encode("utf-8"))
@@ -97,7 +98,14 @@ def check_grammar(model: Any, grammar: Any) -> None:
             f"invalid grammar: llama.cpp could not parse it (its error is in the server log); "
             f"the grammar starts with: {first}"
         )
-    llama_cpp.llama_sampler_free(sampler)
+    return sampler
+
+
+def check_grammar(model: Any, grammar: Any) -> None:
+    """Raise :class:`InvalidGrammarError` when llama.cpp cannot parse ``grammar`` (see
+    :func:`parse_grammar`); for callers that hand the grammar on to the library, which parses it
+    again."""
+    llama_cpp.llama_sampler_free(parse_grammar(model, grammar))
 
 
 class AccountingLlama(llama_cpp.Llama):
@@ -143,15 +151,22 @@ class AccountingLlama(llama_cpp.Llama):
 
     def _init_sampler(self, *args: Any, grammar: Any = None, **kwargs: Any) -> Any:
         self._sf_grammar = None
-        if grammar is not None:
-            check_grammar(self._model, grammar)
         if not self.check_grammar_after_sampling:
+            if grammar is not None:
+                check_grammar(self._model, grammar)
             return super()._init_sampler(*args, grammar=grammar, **kwargs)
-        # The grammar is kept out of the chain and checked after it (see _sample_then_check).
-        chain = super()._init_sampler(*args, grammar=None, **kwargs)
-        if grammar is not None:
+        # The grammar is kept out of the chain and checked after it (see _sample_then_check);
+        # parsed once, before the chain is built, so a bad grammar fails the request early.
+        parsed = parse_grammar(self._model, grammar) if grammar is not None else None
+        try:
+            chain = super()._init_sampler(*args, grammar=None, **kwargs)
+        except BaseException:
+            if parsed is not None:
+                llama_cpp.llama_sampler_free(parsed)
+            raise
+        if parsed is not None:
             self._sf_grammar = llama_cpp._internals.LlamaSampler()
-            self._sf_grammar.add_grammar(self._model, grammar)
+            llama_cpp.llama_sampler_chain_add(self._sf_grammar.sampler, parsed)  # the chain now owns it
         return chain
 
     def sample(self, **kwargs: Any) -> Any:

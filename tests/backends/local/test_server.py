@@ -214,5 +214,9 @@ def test_a_reply_that_becomes_a_run_stops_there(run):
 def test_a_request_whose_client_gave_up_stops_at_the_next_token(run):
     """Counting to 1000 is ~4000 tokens (1500 allowed); the client leaves after 2 s."""
     assert run["abandoned"] == "APITimeoutError"
-    assert run["abandoned_counted"] == 1  # the server finished it (and counted it) ...
-    assert 0 < run["abandoned_tokens"] < 300  # ... soon after the client left, not at 1500 tokens
+    # Counted: the model started on it (a request abandoned while waiting raises ClientGoneError
+    # and is never counted), so the stop rule inside generation is what ended it ...
+    assert run["abandoned_counted"] == 1
+    # ... soon after the client left, not at 1500 tokens. 0 is possible: on a loaded machine the
+    # prompt alone can outlast the client's 2 s, and the rule then stops at the first token.
+    assert 0 <= run["abandoned_tokens"] < 300
