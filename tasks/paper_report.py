@@ -91,6 +91,47 @@ def method_cells(outcome: PairOutcome) -> dict[str, MethodCell]:
     return out
 
 
+def remaining(outcome: PairOutcome) -> tuple[int, float | None]:
+    """Episodes still to run in ``outcome`` and an estimate of their wall seconds.
+
+    The estimate charges each missing task of a method that method's mean wall time so far; for
+    a method not started yet, its full flow's (an ablation runs about as long as the flow it
+    ablates) or else the pair's mean over all its records. ``None`` when the pair has no record
+    to measure by. Only meaningful for an incomplete pair (a crashed or not-run one does not
+    know its tasks).
+    """
+    bench = outcome.benchmark
+    cells = method_cells(outcome)
+    left = {m: max(0, outcome.tasks_total - outcome.done(m)) for m in bench.all_methods}
+    if not outcome.records:
+        return sum(left.values()), None
+    pair_mean = sum(r.wall_s for r in outcome.records) / len(outcome.records)
+    base_of = {bench.ablation(b, p): b for b in bench.ablated for p in bench.ablations}
+
+    def per_task(method: str) -> float:
+        for m in (method, base_of.get(method)):
+            if m in cells:
+                return cells[m].wall_s
+        return pair_mean
+
+    return sum(left.values()), sum(n * per_task(m) for m, n in left.items())
+
+
+def _unfinished(outcome: PairOutcome) -> str:
+    """One pair's entry in the status line: its status, and what is left when it is incomplete."""
+    text = f"{outcome.benchmark.name} x {outcome.model.name}: {outcome.status}"
+    if outcome.status != "incomplete":
+        return text
+    episodes, seconds = remaining(outcome)
+    if seconds is None:
+        estimate = ""
+    elif seconds >= 3600:
+        estimate = f", about {seconds / 3600:.1f} h at the s/task measured so far"
+    else:
+        estimate = f", about {max(1, round(seconds / 60))} min at the s/task measured so far"
+    return f"{text}, {episodes} episode(s) left{estimate}"
+
+
 def _pending(outcome: PairOutcome) -> str:
     """What a pair without numbers shows in a cell."""
     return "crashed" if outcome.status == "crashed" else "not run"
@@ -228,7 +269,7 @@ def results_section(
         "every pair is complete."
         if not unfinished
         else f"**not final**: {len(unfinished)} of {len(outcomes)} (benchmark, model) pair(s) are not complete ("
-        + ", ".join(f"{o.benchmark.name} x {o.model.name}: {o.status}" for o in unfinished)
+        + "; ".join(_unfinished(o) for o in unfinished)
         + "); re-run the command to resume."
     )
     lines = [

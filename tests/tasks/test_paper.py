@@ -32,6 +32,7 @@ from stateflow.tasks.paper_report import (
     PaperDocs,
     headline_section,
     paired_tasks,
+    remaining,
     results_section,
     write_paper_docs,
 )
@@ -170,8 +171,19 @@ def test_an_incomplete_pair_shows_done_over_total_never_a_final_number(tmp_path)
     section = results_section([outcome, later], command="c", tasks="dev", date="2026-11-24", images=[])
     assert (
         "**not final**: 2 of 2 (benchmark, model) pair(s) are not complete (intercode-sql x x: incomplete, "
-        "intercode-sql x y: not run)" in section
+        "4 episode(s) left, about 1 min at the s/task measured so far; intercode-sql x y: not run)" in section
     )
+    # what is left: stateflow's 1 task at its own 2.5 s, sf_agent's 3 at the pair's mean (14 s / 5 records)
+    assert remaining(outcome) == (4, pytest.approx(2.5 + 3 * 2.8))
+    slow = replace(outcome, records=[r.model_copy(update={"wall_s": r.wall_s * 1000}) for r in records])
+    assert remaining(slow)[1] == pytest.approx(1000 * (2.5 + 3 * 2.8))
+    assert "4 episode(s) left, about 3.0 h at the s/task measured so far" in results_section(
+        [slow], command="c", tasks="dev", date="2026-11-24", images=[]
+    )
+    assert remaining(replace(outcome, records=[])) == (9, None)
+    # an ablation not started yet is charged its full flow's time, not the pair's mean
+    ablating = replace(outcome, benchmark=replace(SQL, only=("stateflow", "stateflow_no_error")))
+    assert remaining(ablating) == (4, pytest.approx(2.5 + 3 * 2.5))
     assert "the fixed `dev` sample of spider: 100 tasks stratified by hardness" in section
     # stateflow: 2 of 3 done, 1 of 2 solved, mean 150 prompt tokens, 2.5 s/task, 1 timeout
     assert "| `stateflow` | 50.0 | 2/3 (incomplete) | 150 | 10 | 2.5 | 1 | not run |" in section
