@@ -431,8 +431,8 @@ def write_paper_plots(outcomes: Sequence[PairOutcome], out: Path) -> list[Path]:
 
 
 def _draw_success(ax: Any, o: PairOutcome) -> None:
-    plot_success(ax, summarize(o.records, ("method",)), x="p_tokens", title=_panel_title(o))
-    ax.set_ylim(-3, 103)  # every panel on the same scale, so panels compare at a glance
+    # every panel on the same scale, so panels compare at a glance
+    plot_success(ax, summarize(o.records, ("method",)), x="p_tokens", title=_panel_title(o), ylim=(-3, 103))
 
 
 def _draw_tokens(ax: Any, o: PairOutcome) -> None:

@@ -63,7 +63,14 @@ def _label(group: tuple[str, ...], setting: str = "") -> str:
     return f"{text} [{setting}]" if setting else text
 
 
-def plot_success(ax: Any, rows: Sequence[Row], *, x: str = "auto", title: str = "success vs cost") -> None:
+def plot_success(
+    ax: Any,
+    rows: Sequence[Row],
+    *,
+    x: str = "auto",
+    title: str = "success vs cost",
+    ylim: tuple[float, float] | None = None,
+) -> None:
     """Draw one point per row on ``ax``: success rate against its cost or prompt tokens.
 
     Args:
@@ -73,16 +80,48 @@ def plot_success(ax: Any, rows: Sequence[Row], *, x: str = "auto", title: str = 
         x: ``"p_tokens"`` (mean prompt tokens per task), ``"cost"`` (total dollars), or
             ``"auto"``: cost when some row has a price, else prompt tokens (local models cost 0).
         title: the panel title.
+        ylim: the y axis limits (``None``: matplotlib's), set before the labels are placed.
     """
     by_cost = x == "cost" or (x == "auto" and any(q.cost for q in rows))
-    for r in rows:
-        value = r.cost if by_cost else r.p_tokens
-        ax.scatter([value], [r.sr], s=60)
-        ax.annotate(_label(r.group, r.setting), (value, r.sr), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    points = [(r.cost if by_cost else r.p_tokens, r.sr) for r in rows]
+    colors = [ax.scatter([value], [sr], s=_MARKER_AREA).get_facecolor()[0] for value, sr in points]
     ax.set_xlabel("total cost ($)" if by_cost else "prompt tokens per task")
     ax.set_ylabel("success rate (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    label_apart(ax, points, [_label(r.group, r.setting) for r in rows], colors=colors)
+
+
+_MARKER_AREA = 60  # points^2, matplotlib's scatter size
+
+
+def label_apart(
+    ax: Any,
+    points: Sequence[tuple[float, float]],
+    labels: Sequence[str],
+    *,
+    colors: Sequence[Any] | None = None,
+    fontsize: int = 8,
+) -> None:
+    """Label each point of ``ax``, moving labels apart so that none covers another or a marker.
+
+    Labels start at their point and are pushed apart by adjustText; one that moves
+    away is tied to its point by a thin line, and ``colors`` (one per point) colour the labels
+    like their markers. Why: methods with near-equal success and tokens (an ablation and its
+    flow at 0 %, two baselines at one cost) wrote their names over one another at one fixed
+    offset. Call it after the axis limits are final.
+    """
+    from adjustText import adjust_text  # here: tables and HTML need no matplotlib
+
+    texts = [
+        ax.text(x, y, text, fontsize=fontsize, color=None if colors is None else colors[i])
+        for i, (text, (x, y)) in enumerate(zip(labels, points, strict=True))
+    ]
+    if len(texts) > 1:
+        xs, ys = zip(*points, strict=True)
+        adjust_text(texts, x=list(xs), y=list(ys), ax=ax, arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5})
 
 
 def plot_tokens_by_state(

@@ -62,3 +62,35 @@ def test_html_report_opens_in_chromium_without_console_errors(tmp_path, records)
     assert 'data-ready="yes"' in dom  # the page's script ran to the end
     assert 'class="ep ok sel"' in dom  # the first episode of a group is selected...
     assert 'class="node hl"' in dom  # ...and its path is highlighted on the state graph
+
+
+def test_labels_of_crowded_points_do_not_cover_one_another():
+    """Four methods at nearly one place (an ablation and its flow at 0 %) get readable labels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from stateflow.tasks.report import label_apart
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    points = [(19600, 0.0), (19800, 0.0), (20400, 0.0), (21300, 0.0), (14000, 4.0), (300, 39.0)]
+    labels = ["stateflow", "stateflow_no_verify", "stateflow_no_error", "stateflow_no_observe", "react", "vote"]
+    for x, y in points:
+        ax.scatter([x], [y], s=60)
+    ax.set_xlim(-1000, 23000)
+    ax.set_ylim(-3, 103)
+    label_apart(ax, points, labels, colors=["C0", "C1", "C2", "C3", "C4", "C5"])
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [t for t in ax.texts if t.get_text() in labels]
+    assert sorted(t.get_text() for t in texts) == sorted(labels)
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    overlapping = [
+        (texts[i].get_text(), texts[j].get_text())
+        for i in range(len(boxes))
+        for j in range(i + 1, len(boxes))
+        if boxes[i].overlaps(boxes[j])
+    ]
+    assert overlapping == []
+    assert [t.get_color() for t in texts] == ["C0", "C1", "C2", "C3", "C4", "C5"]
+    plt.close(fig)
