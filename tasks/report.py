@@ -142,11 +142,15 @@ def plot_tokens_by_state(
         vals = [per_state[g].get(s, {}).get("prompt", 0) + per_state[g].get(s, {}).get("completion", 0) for g in groups]
         ax.bar(range(len(groups)), vals, bottom=bottom, label=s)
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
-    ax.set_xticks(range(len(groups)), [_label(g) for g in groups], rotation=20, ha="right", fontsize=8)
+    # many bars (the paper's 17 methods) need steeper names to stay apart
+    rotation = 20 if len(groups) <= 8 else 55
+    ax.set_xticks(range(len(groups)), [_label(g) for g in groups], rotation=rotation, ha="right", fontsize=8)
     ax.set_ylabel("tokens per task")
     ax.set_title(title)
+    if any(bottom):
+        ax.set_ylim(0, max(bottom) * 1.05)  # the tallest bar shows its top
     if states:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, not over them
 
 
 def write_plots(records: list[EpisodeRecord], out: Path) -> list[Path]:
