@@ -452,7 +452,8 @@ def _draw_ablations(ax: Any, bench: PaperBenchmark, pairs: list[PairOutcome]) ->
             if c is not None:
                 xs.append(i + (k - (len(variants) - 1) / 2) * width)
                 ys.append(c.sr)
-        ax.bar(xs, ys, width, label=label)
+        bars = ax.bar(xs, ys, width, label=label)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7)  # a 0 % bar has no height: its number shows it was run
     names = [f"{b}\n{o.model.name}{'' if o.status == 'complete' else ' (incomplete)'}" for b, o in groups]
     ax.set_xticks(range(len(groups)), names, fontsize=8)
     ax.set_ylim(0, 100)
