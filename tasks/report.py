@@ -63,6 +63,9 @@ def _label(group: tuple[str, ...], setting: str = "") -> str:
     return f"{text} [{setting}]" if setting else text
 
 
+_MARKER_AREA = 60  # points^2, matplotlib's scatter size
+
+
 def plot_success(
     ax: Any,
     rows: Sequence[Row],
@@ -84,17 +87,14 @@ def plot_success(
     """
     by_cost = x == "cost" or (x == "auto" and any(q.cost for q in rows))
     points = [(r.cost if by_cost else r.p_tokens, r.sr) for r in rows]
-    colors = [ax.scatter([value], [sr], s=_MARKER_AREA).get_facecolor()[0] for value, sr in points]
+    markers = [ax.scatter([value], [sr], s=_MARKER_AREA) for value, sr in points]
     ax.set_xlabel("total cost ($)" if by_cost else "prompt tokens per task")
     ax.set_ylabel("success rate (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     if ylim is not None:
         ax.set_ylim(*ylim)
-    label_apart(ax, points, [_label(r.group, r.setting) for r in rows], colors=colors)
-
-
-_MARKER_AREA = 60  # points^2, matplotlib's scatter size
+    label_apart(ax, points, [_label(r.group, r.setting) for r in rows], markers=markers)
 
 
 def label_apart(
@@ -102,26 +102,45 @@ def label_apart(
     points: Sequence[tuple[float, float]],
     labels: Sequence[str],
     *,
-    colors: Sequence[Any] | None = None,
+    markers: Sequence[Any] | None = None,
     fontsize: int = 8,
 ) -> None:
     """Label each point of ``ax``, moving labels apart so that none covers another or a marker.
 
-    Labels start at their point and are pushed apart by adjustText; one that moves
-    away is tied to its point by a thin line, and ``colors`` (one per point) colour the labels
-    like their markers. Why: methods with near-equal success and tokens (an ablation and its
-    flow at 0 %, two baselines at one cost) wrote their names over one another at one fixed
-    offset. Call it after the axis limits are final.
+    Labels are pushed apart by adjustText; one that moves away is tied to its point by a thin
+    line; no label covers a marker either. ``markers`` (one scatter artist per point, optional)
+    colour the labels like themselves. Why: methods with
+    near-equal success and tokens (an ablation and its flow at 0 %, two baselines at one cost)
+    wrote their names over one another at one fixed offset. Call it after the axis limits are
+    final.
     """
     from adjustText import adjust_text  # here: tables and HTML need no matplotlib
 
+    # Labels start on their markers: adjustText separates them far more reliably from there than
+    # from a fixed offset (tests/tasks/test_report.py), and pushes each off its own marker.
     texts = [
-        ax.text(x, y, text, fontsize=fontsize, color=None if colors is None else colors[i])
+        ax.text(x, y, text, fontsize=fontsize, color=None if markers is None else markers[i].get_facecolor()[0])
         for i, (text, (x, y)) in enumerate(zip(labels, points, strict=True))
     ]
-    if len(texts) > 1:
-        xs, ys = zip(*points, strict=True)
-        adjust_text(texts, x=list(xs), y=list(ys), ax=ax, arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5})
+    if not texts:
+        return
+    # adjustText keeps clear of points, not of areas: ring each marker with points of its radius.
+    radius = (_MARKER_AREA**0.5) / 2 * ax.figure.dpi / 72
+    to_data = ax.transData.inverted()
+    avoid = []
+    for x, y in points:
+        px, py = ax.transData.transform((x, y))
+        for dx, dy in ((0, 0), (radius, 0), (-radius, 0), (0, radius), (0, -radius)):
+            avoid.append(to_data.transform((px + dx, py + dy)))
+    adjust_text(
+        texts,
+        x=[a[0] for a in avoid],
+        y=[a[1] for a in avoid],
+        target_x=[x for x, _ in points],
+        target_y=[y for _, y in points],
+        ax=ax,
+        arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.5},
+    )
 
 
 def plot_tokens_by_state(

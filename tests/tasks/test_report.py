@@ -75,11 +75,10 @@ def test_labels_of_crowded_points_do_not_cover_one_another():
     fig, ax = plt.subplots(figsize=(6, 4.2))
     points = [(19600, 0.0), (19800, 0.0), (20400, 0.0), (21300, 0.0), (14000, 4.0), (300, 39.0)]
     labels = ["stateflow", "stateflow_no_verify", "stateflow_no_error", "stateflow_no_observe", "react", "vote"]
-    for x, y in points:
-        ax.scatter([x], [y], s=60)
+    markers = [ax.scatter([x], [y], s=60) for x, y in points]
     ax.set_xlim(-1000, 23000)
     ax.set_ylim(-3, 103)
-    label_apart(ax, points, labels, colors=["C0", "C1", "C2", "C3", "C4", "C5"])
+    label_apart(ax, points, labels, markers=markers)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     texts = [t for t in ax.texts if t.get_text() in labels]
@@ -92,5 +91,12 @@ def test_labels_of_crowded_points_do_not_cover_one_another():
         if boxes[i].overlaps(boxes[j])
     ]
     assert overlapping == []
-    assert [t.get_color() for t in texts] == ["C0", "C1", "C2", "C3", "C4", "C5"]
+    # no label covers a marker (its centre)
+    centres = [ax.transData.transform(p) for p in points]
+    assert [
+        (t.get_text(), i) for t in texts for i, c in enumerate(centres) if t.get_window_extent(renderer).contains(*c)
+    ] == []
+    # each label has its marker's colour
+    by_text = {t.get_text(): t.get_color() for t in texts}
+    assert [tuple(by_text[label]) for label in labels] == [tuple(m.get_facecolor()[0]) for m in markers]
     plt.close(fig)
