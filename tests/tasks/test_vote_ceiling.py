@@ -73,3 +73,20 @@ def test_a_bad_record_line_is_named(vc, tmp_path):
     path.write_text('{"method": "a", "task": 1, "success": true}\n{oops\n')
     with pytest.raises(SystemExit, match=r"bad.jsonl:2: not a JSON record"):
         vc.load_answers([path], min_success=0, dataset="spider")
+
+
+def test_failed_answers_are_rerun_on_the_tasks_database(vc, tmp_path, sql_available, shared_data):
+    """A failed record's final statement runs read-only on its task's database: its rows become
+    its answer; a statement that fails to run has no vote."""
+    rec = lambda m, t, ok, last=None: {"method": m, "task": t, "success": ok, "last_action": last}  # noqa: E731
+    path = _write(
+        tmp_path / "r.jsonl",
+        [
+            rec("rows", 8, False, "SELECT COUNT(*) FROM Paragraphs"),  # task 8: cre_Doc_Template_Mgt
+            rec("broken", 8, False, "execute[SELECT nothing FROM nowhere]"),
+        ],
+    )
+    answers = vc.load_answers([path], min_success=0, dataset="spider")
+    assert answers["rows"][8] == "[(15,)]"
+    assert answers["broken"][8] is None
+    assert not vc.vote_wins([answers["broken"][8], answers["rows"][8]])  # a wrong answer, not the gold
