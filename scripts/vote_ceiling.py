@@ -31,7 +31,6 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
 GOLD = "<the gold result>"
 
 #: one method's answer to one task: GOLD, a result as text, or None (it failed to run)
@@ -83,9 +82,11 @@ def load_answers(paths: Iterable[Path], min_success: float, dataset: str) -> dic
                 continue
             try:
                 record = json.loads(line)
+                records[record["method"]][record["task"]] = record  # a later record of a task wins
             except json.JSONDecodeError as e:
                 raise SystemExit(f"{path}:{line_no}: not a JSON record ({e.msg})") from None
-            records[record["method"]][record["task"]] = record  # a later record of a task wins
+            except (KeyError, TypeError) as e:
+                raise SystemExit(f"{path}:{line_no}: not an episode record (no {e} field)") from None
     tasks = sorted(set().union(*(set(r) for r in records.values())))
     complete = {m: r for m, r in records.items() if set(r) >= set(tasks)}
     if not complete:

@@ -73,6 +73,9 @@ def test_a_bad_record_line_is_named(vc, tmp_path):
     path.write_text('{"method": "a", "task": 1, "success": true}\n{oops\n')
     with pytest.raises(SystemExit, match=r"bad.jsonl:2: not a JSON record"):
         vc.load_answers([path], min_success=0, dataset="spider")
+    path.write_text('{"method": "a", "task": 1, "success": true}\n{"task": 2}\n')
+    with pytest.raises(SystemExit, match=r"bad.jsonl:2: not an episode record \(no 'method' field\)"):
+        vc.load_answers([path], min_success=0, dataset="spider")
 
 
 def test_failed_answers_are_rerun_on_the_tasks_database(vc, tmp_path, sql_available, shared_data):
