@@ -109,10 +109,9 @@ def label_apart(
 
     Labels are pushed apart by adjustText; one that moves away is tied to its point by a thin
     line; no label covers a marker either. ``markers`` (one scatter artist per point, optional)
-    colour the labels like themselves. Why: methods with
-    near-equal success and tokens (an ablation and its flow at 0 %, two baselines at one cost)
-    wrote their names over one another at one fixed offset. Call it after the axis limits are
-    final.
+    colour the labels like themselves. Why: methods with near-equal success and tokens (an
+    ablation and its flow at 0 %, two baselines at one cost) wrote their names over one another
+    at one fixed offset. Call it after the axis limits are final.
     """
     from adjustText import adjust_text  # here: tables and HTML need no matplotlib
 
