@@ -593,6 +593,7 @@ def build_sql_flow(
     error_replies: int = 0,
     schema_grammar: bool = False,
     solve_examples: bool = False,
+    fewest_tables: bool = False,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -631,6 +632,11 @@ def build_sql_flow(
             server that takes no grammar gets the flow without it, as with the other grammars).
         solve_examples: Solve starts with four worked one-line answers (:func:`with_solve_examples`;
             needs ``examples=False`` and ``thoughts=False``).
+        fewest_tables: Solve is told to join a table only when the others lack a column it needs
+            (``prompts/sql-levers/fewest_tables.md``). Why: of the best flow's 28 wrong results
+            that ran on the development sample, 9 join a table the question does not need
+            (docs/results.md, "Two more votes"); a worked example and a Thought line both made
+            the model join more, so whether a plain rule makes it join less is measured.
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -651,6 +657,10 @@ def build_sql_flow(
         flow = with_schema(flow, values=values)
     if column_order:
         flow = flow.variant(flow.name, replace=[flow.states["Solve"].with_instruction(_COLUMN_ORDER)])
+    if fewest_tables:
+        # kept out of prompts/sql, whose hash identifies every recorded SQL run (see with_solve_examples)
+        rule = load_prompt("sql-levers", "fewest_tables").strip()
+        flow = flow.variant(flow.name, replace=[flow.states["Solve"].with_instruction(rule)])
     if not examples:
         flow = without_examples(flow)
     if not verify_then_submit:

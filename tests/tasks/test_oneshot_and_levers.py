@@ -498,3 +498,16 @@ def test_solve_examples_needs_one_line_replies_without_the_papers_examples():
         build_sql_flow(schema=True, examples=False, solve_examples=True)  # Thought lines still on
     flow = build_sql_flow(schema=True, examples=False, thoughts=False, solve_examples=True)
     assert flow.states["Solve"].instruction.startswith("Examples of this step, on a different database")
+
+
+def test_vote_fewest_tells_every_candidate_to_join_only_when_a_column_is_missing(sql_env):
+    flow, view = build_method("sf_agent_vote_fewest", default_registry().get("intercode-sql"), grammar=True)
+    rule = "when one table holds every column you need, do not join another"
+    assert rule in flow.states["Solve"].instruction and rule not in flow.states["Error"].instruction
+    gold = sql_env.task(0).gold
+    replies = [f"Action: execute[{gold}]", "Action: execute[SELECT 1]", f"Action: execute[{gold}]"]  # 2 of 3 agree
+    r, srv = _run(flow, sql_env, replies, view)
+    assert len(srv.requests) == 3 and episode_vars(r).reward == 1.0
+    for q in srv.requests:  # the own answer, the one without values, the one with a Thought line
+        assert rule in "\n".join(m["content"] for m in q["messages"])
+    assert rule not in build_sql_flow(schema=True).states["Solve"].instruction
