@@ -22,7 +22,7 @@ from typing import Any
 from stateflow.tasks.doc_sections import SectionMarkers, check_section, write_section
 from stateflow.tasks.metrics import summarize, tokens_by_state
 from stateflow.tasks.paper import PairOutcome, PaperBenchmark
-from stateflow.tasks.report import plot_success, plot_tokens_by_state
+from stateflow.tasks.report import PointStyle, plot_success, plot_tokens_by_state
 from stateflow.tasks.samples import SAMPLE_NAMES, SAMPLE_SIZES, SEED, STRATA
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "PaperDocs",
     "headline_section",
     "method_cells",
+    "method_styles",
     "paired_tasks",
     "results_section",
     "write_paper_docs",
@@ -396,6 +397,39 @@ def _panel_title(o: PairOutcome) -> str:
     return f"{title} ({o.status})"
 
 
+_KIND_MARKERS = {"paper": "o", "best": "D", "bar": "s", "ablation": "^"}
+"""A point's shape says what kind of method it is (the legend of the success plot lists them)."""
+_KIND_NAMES = {"paper": "the paper's methods", "best": "best flows", "bar": "one prompt", "ablation": "ablations"}
+
+
+def method_styles(benches: Sequence[PaperBenchmark]) -> dict[str, PointStyle]:
+    """One style per method, the same in every panel: a colour of its own and a shape by kind
+    (the paper's methods, this project's best flows, one-prompt bars, ablations).
+
+    Colours come from matplotlib's ``tab20`` with its dark shades first, handed out in table
+    order with the ablations last, so the methods read most often get the strongest colours;
+    past 20 methods they repeat (the shape and the label still tell them apart). Why: each
+    panel used to colour its points in its own order, so one method had other colours in
+    other panels, and two methods of one panel could share one.
+    """
+    from matplotlib import colormaps  # here: tables and HTML need no matplotlib
+
+    tab20 = colormaps["tab20"].colors
+    palette = [*tab20[0::2], *tab20[1::2]]
+
+    def kind(m: str) -> str:
+        if any(m in b.ablation_methods for b in benches):
+            return "ablation"
+        if any(m in b.bars for b in benches):
+            return "bar"
+        return "best" if any(m in b.best_flows for b in benches) else "paper"
+
+    # every method the benchmark defines, not only those run (--methods): a method keeps its colour
+    names = dict.fromkeys(m for b in benches for m in (*b.methods, *b.best_flows, *b.ablation_methods, *(b.only or ())))
+    order = sorted(names, key=lambda m: kind(m) == "ablation")  # stable: table order otherwise
+    return {m: PointStyle(palette[i % len(palette)], _KIND_MARKERS[kind(m)]) for i, m in enumerate(order)}
+
+
 def write_paper_plots(outcomes: Sequence[PairOutcome], out: Path) -> list[Path]:
     """The comparison's PNGs in ``out``: success vs prompt tokens and tokens by state (one panel
     per benchmark x model), and the ablations (one panel per benchmark that has them run)."""
@@ -403,8 +437,17 @@ def write_paper_plots(outcomes: Sequence[PairOutcome], out: Path) -> list[Path]:
     benches = _benchmarks(outcomes)
     models = list(dict.fromkeys(o.model.name for o in outcomes))
     at = {(o.benchmark.name, o.model.name): o for o in outcomes}
+    styles = method_styles(benches)
     paths: list[Path] = []
-    for name, draw in (("success_vs_prompt_tokens.png", _draw_success), ("tokens_by_state.png", _draw_tokens)):
+
+    def draw_success(ax: Any, o: PairOutcome) -> None:
+        rows = summarize(o.records, ("method",))
+        shown = [styles.get(r.group[0], PointStyle()) for r in rows]  # a method run with --methods: default style
+        # every panel on the same scale, so panels compare at a glance
+        plot_success(ax, rows, x="p_tokens", title=_panel_title(o), ylim=(-3, 103), styles=shown)
+        _kind_legend(ax, {st.marker for st in shown})
+
+    for name, draw in (("success_vs_prompt_tokens.png", draw_success), ("tokens_by_state.png", _draw_tokens)):
         plt, fig, axes = _grid(len(benches), len(models), (6.0, 4.2))
         for i, bench in enumerate(benches):
             for j, model in enumerate(models):
@@ -430,9 +473,17 @@ def write_paper_plots(outcomes: Sequence[PairOutcome], out: Path) -> list[Path]:
     return paths
 
 
-def _draw_success(ax: Any, o: PairOutcome) -> None:
-    # every panel on the same scale, so panels compare at a glance
-    plot_success(ax, summarize(o.records, ("method",)), x="p_tokens", title=_panel_title(o), ylim=(-3, 103))
+def _kind_legend(ax: Any, shown: set[str]) -> None:
+    """A legend of the shapes in the panel, in grey: the colours belong to the methods."""
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], marker=marker, linestyle="", color="0.45", label=_KIND_NAMES[kind])
+        for kind, marker in _KIND_MARKERS.items()
+        if marker in shown
+    ]
+    if len(handles) > 1:  # one kind needs no legend
+        ax.legend(handles=handles, fontsize=7, loc="upper right", framealpha=0.8)
 
 
 def _draw_tokens(ax: Any, o: PairOutcome) -> None:

@@ -13,6 +13,7 @@ import json
 import shutil
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,15 @@ from stateflow.tasks.metrics import GROUP_KEYS, Row, group_records, summarize, t
 
 from stateflow.graph import to_dot
 
-__all__ = ["metrics_table", "plot_success", "plot_tokens_by_state", "write_html", "write_plots", "write_report"]
+__all__ = [
+    "PointStyle",
+    "metrics_table",
+    "plot_success",
+    "plot_tokens_by_state",
+    "write_html",
+    "write_plots",
+    "write_report",
+]
 
 _COLUMNS = [
     ("SR %", "sr", "{:.2f}"),
@@ -66,6 +75,19 @@ def _label(group: tuple[str, ...], setting: str = "") -> str:
 _MARKER_AREA = 60  # points^2, matplotlib's scatter size
 
 
+@dataclass(frozen=True)
+class PointStyle:
+    """How :func:`plot_success` draws one point.
+
+    Attributes:
+        color: a matplotlib colour; ``None``: the axes' next colour.
+        marker: a matplotlib marker (``"o"``, ``"^"``, ``"D"``, ``"s"``).
+    """
+
+    color: Any = None
+    marker: str = "o"
+
+
 def plot_success(
     ax: Any,
     rows: Sequence[Row],
@@ -73,6 +95,7 @@ def plot_success(
     x: str = "auto",
     title: str = "success vs cost",
     ylim: tuple[float, float] | None = None,
+    styles: Sequence[PointStyle] | None = None,
 ) -> None:
     """Draw one point per row on ``ax``: success rate against its cost or prompt tokens.
 
@@ -84,10 +107,20 @@ def plot_success(
             ``"auto"``: cost when some row has a price, else prompt tokens (local models cost 0).
         title: the panel title.
         ylim: the y axis limits (``None``: matplotlib's), set before the labels are placed.
+        styles: one per row (``None``: each point in the axes' next colour, as a circle).
+
+    Raises:
+        ValueError: ``styles`` does not have one entry per row.
     """
+    if styles is not None and len(styles) != len(rows):
+        raise ValueError(f"plot_success: {len(styles)} styles for {len(rows)} rows")
     by_cost = x == "cost" or (x == "auto" and any(q.cost for q in rows))
     points = [(r.cost if by_cost else r.p_tokens, r.sr) for r in rows]
-    markers = [ax.scatter([value], [sr], s=_MARKER_AREA) for value, sr in points]
+    styles = styles or [PointStyle()] * len(rows)
+    markers = [
+        ax.scatter([value], [sr], s=_MARKER_AREA, color=st.color, marker=st.marker)
+        for (value, sr), st in zip(points, styles, strict=True)
+    ]
     ax.set_xlabel("total cost ($)" if by_cost else "prompt tokens per task")
     ax.set_ylabel("success rate (%)")
     ax.set_title(title)

@@ -306,3 +306,37 @@ def test_the_comparison_runs_every_method_on_a_task_before_the_next_task(tmp_pat
         (1, "react"),
         (1, "try_again"),
     ]
+
+
+def test_a_method_has_one_style_in_every_panel_and_its_shape_says_its_kind(tmp_path, monkeypatch):
+    from stateflow.tasks import paper_report
+    from stateflow.tasks.paper_report import method_styles, write_paper_plots
+
+    styles = method_styles(PAPER_BENCHMARKS)
+    assert set(styles) == set(SQL.all_methods) | set(BASH.all_methods)
+    assert len({s.color for s in styles.values()}) == len(styles)  # 17 methods, 20 colours: none shared
+    assert {m: s.marker for m, s in styles.items() if s.marker != "o"} == {
+        **{m: "s" for m in ("oneshot", "oneshot_direct")},
+        **{m: "D" for m in SQL.best_flows},
+        **{m: "^" for m in SQL.ablation_methods},
+    }
+    # the ablations take the colours left after every other method's
+    order = list(styles)
+    assert order[-len(SQL.ablation_methods) :] == list(SQL.ablation_methods)
+
+    drawn: list[tuple[str, dict[str, object]]] = []
+    real = paper_report.plot_success
+
+    def spy(ax, rows, **kw):
+        drawn.append((kw["title"], {r.group[0]: st for r, st in zip(rows, kw["styles"], strict=True)}))
+        real(ax, rows, **kw)
+
+    monkeypatch.setattr(paper_report, "plot_success", spy)
+    bench = replace(SQL, only=("stateflow", "oneshot", "stateflow_no_verify"))
+    records = [_record(m, t, t == 0) for m in ("stateflow", "oneshot", "stateflow_no_verify") for t in (0, 2)]
+    a = PairOutcome(bench, PaperModel("a", ModelAssignment.of("local"), "default=a"), tmp_path, "complete", records, 2)
+    # the other panel lists its methods in another order, which used to give them other colours
+    b = replace(a, model=replace(a.model, name="b"), records=records[::-1])
+    write_paper_plots([a, b], tmp_path / "img")
+    assert [t for t, _ in drawn] == ["intercode-sql x a", "intercode-sql x b"]
+    assert drawn[0][1] == drawn[1][1] == {m: styles[m] for m in ("stateflow", "oneshot", "stateflow_no_verify")}

@@ -100,3 +100,29 @@ def test_labels_of_crowded_points_do_not_cover_one_another():
     by_text = {t.get_text(): t.get_color() for t in texts}
     assert [tuple(by_text[label]) for label in labels] == [tuple(m.get_facecolor()[0]) for m in markers]
     plt.close(fig)
+
+
+def test_plot_success_draws_each_point_in_the_style_given_and_refuses_a_style_list_that_does_not_fit():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+    from matplotlib.markers import MarkerStyle
+    from stateflow.tasks.metrics import summarize
+    from stateflow.tasks.report import PointStyle, plot_success
+
+    from tests.tasks.test_paper import _record
+
+    recs = [_record("react", 0, True), _record("stateflow", 0, False)]
+    rows = summarize(recs, ("method",))
+    fig, ax = plt.subplots()
+    styles = [PointStyle("tab:red", "^"), PointStyle("tab:green", "D")]
+    plot_success(ax, rows, x="p_tokens", styles=styles)
+    for point, style in zip(ax.collections, styles, strict=True):
+        assert tuple(point.get_facecolor()[0]) == to_rgba(style.color)
+        shape = MarkerStyle(style.marker)
+        assert (point.get_paths()[0].vertices == shape.get_path().transformed(shape.get_transform()).vertices).all()
+    with pytest.raises(ValueError, match="1 styles for 2 rows"):
+        plot_success(ax, rows, styles=[PointStyle()])
+    plt.close(fig)
