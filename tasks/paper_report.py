@@ -199,10 +199,23 @@ def paired_tasks(outcome: PairOutcome, methods: Sequence[str]) -> tuple[list[str
     return present, sorted(common)
 
 
-def _paired_table(bench: PaperBenchmark, o: PairOutcome) -> list[str]:
-    """Success on the tasks every paired method finished (only for an incomplete pair)."""
+def _to_pair(bench: PaperBenchmark, o: PairOutcome) -> tuple[list[str], list[int]]:
+    """:func:`paired_tasks` of the paired methods when their rows need it: the pair is incomplete
+    and some of them finished tasks the others have not (``([], [])`` otherwise). Once they have
+    all finished the same tasks, the method table compares them already."""
     methods, tasks = paired_tasks(o, bench.paired_methods)
     if o.status != "incomplete" or len(methods) < 2 or not tasks:
+        return [], []
+    finished = method_cells(o)
+    if all(finished[m].n == len(tasks) for m in methods):
+        return [], []
+    return methods, tasks
+
+
+def _paired_table(bench: PaperBenchmark, o: PairOutcome) -> list[str]:
+    """Success on the tasks every paired method finished (see :func:`_to_pair`)."""
+    methods, tasks = _to_pair(bench, o)
+    if not tasks:
         return []
     # the same numbers as the method table, on the common tasks only
     common = set(tasks)
@@ -360,9 +373,9 @@ def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link
 
 
 def _paired_cell(bench: PaperBenchmark, o: PairOutcome) -> str:
-    """``n tasks: react 0.0, stateflow 22.2, ...`` for an incomplete pair ("" otherwise)."""
-    methods, tasks = paired_tasks(o, bench.paired_methods)
-    if o.status != "incomplete" or len(methods) < 2 or not tasks:
+    """``n tasks: react 0.0, stateflow 22.2, ...`` when the pair needs it (see :func:`_to_pair`; "" otherwise)."""
+    methods, tasks = _to_pair(bench, o)
+    if not tasks:
         return ""
     common = set(tasks)
     scores = []

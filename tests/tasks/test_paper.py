@@ -232,6 +232,21 @@ def test_a_partial_run_compares_the_headline_methods_and_bars_on_their_common_ta
     assert "same tasks" not in headline_section([complete], date="2026-11-24", results_link="r.md")
 
 
+def test_no_paired_rows_once_the_paired_methods_have_finished_the_same_tasks(tmp_path):
+    """An incomplete pair whose headline methods and bars are all done compares them in its main table."""
+    bench = replace(SQL, only=("react", "stateflow", "stateflow_no_verify"))
+    model = PaperModel("x", ModelAssignment.of("local"), "default=x")
+    records = [_record(m, t, t == 2) for m in ("react", "stateflow") for t in (0, 2)]
+    records += [_record("stateflow_no_verify", 0, True)]  # only the ablation is behind
+    outcome = PairOutcome(bench, model, tmp_path, "incomplete", records, tasks_total=2)
+    assert paired_tasks(outcome, bench.paired_methods) == (["react", "stateflow"], [0, 2])
+    assert "Paired" not in results_section([outcome], command="c", tasks="dev", date="2026-11-24", images=[])
+    assert "same tasks" not in headline_section([outcome], date="2026-11-24", results_link="r.md")
+    behind = replace(outcome, records=records[1:])  # react has not finished task 0 yet
+    assert "Paired, x: the 1 tasks" in results_section([behind], command="c", tasks="dev", date="d", images=[])
+    assert "| same tasks (while partial) | 1 tasks:" in headline_section([behind], date="d", results_link="r.md")
+
+
 def test_pair_dirs_are_safe_for_any_model_name():
     assert pair_dir(Path("runs"), "intercode-sql", "openai:gpt-4o-mini") == Path(
         "runs/intercode-sql/openai_gpt-4o-mini"
