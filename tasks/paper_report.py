@@ -253,11 +253,24 @@ def _ablation_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str
             full = cells.get(base)
             row = [f"`{base}`", o.model.name, _score(full)]
             for p in parts:
-                c = cells.get(bench.ablation(base, p))
-                delta = f" ({c.sr - full.sr:+.1f})" if c is not None and full is not None else ""
-                row.append(_score(c) + delta)
+                name = bench.ablation(base, p)
+                row.append(_score(cells.get(name)) + _ablation_delta(o, base, name))
             lines.append("| " + " | ".join(row) + " |")
     return lines
+
+
+def _ablation_delta(o: PairOutcome, base: str, ablation: str) -> str:
+    """`` (+1.4)``: the ablation's success minus its full flow's, on the tasks both finished
+    (named while they differ from the full sample: a partial ablation is compared with its flow
+    on its own tasks, not with the flow's whole-sample score); "" when either has no records."""
+    done = {m: {r.task: r.success for r in o.records if r.method == m} for m in (base, ablation)}
+    common = done[base].keys() & done[ablation].keys()
+    if not common:
+        return ""
+    diff = 100 * sum(done[ablation][t] - done[base][t] for t in common) / len(common)
+    if len(common) == len(done[base]) == len(done[ablation]):
+        return f" ({diff:+.1f})"
+    return f" ({diff:+.1f} on the same {len(common)} tasks)"
 
 
 def _score(c: MethodCell | None) -> str:

@@ -189,7 +189,7 @@ def test_an_incomplete_pair_shows_done_over_total_never_a_final_number(tmp_path)
     assert "| `stateflow` | 50.0 | 2/3 (incomplete) | 150 | 10 | 2.5 | 1 | not run |" in section
     assert "| `stateflow_no_verify` | 0.0 | 3 | 200 | 10 | 3.0 | 1 |" in section
     assert "| `sf_agent` |  | 0/3 (incomplete) |  |  |  |  |" in section
-    assert "| `stateflow` | x | 50.0 [2/3, incomplete] | 0.0 (-50.0) |" in section
+    assert "| `stateflow` | x | 50.0 [2/3, incomplete] | 0.0 (-50.0 on the same 2 tasks) |" in section
     assert "| `stateflow` | y | not run |" in section
     assert "| `sf_agent` | x | not recorded | not recorded |" in section
     headline = headline_section([outcome], date="2026-11-24", results_link="docs/results.md")
@@ -245,6 +245,20 @@ def test_no_paired_rows_once_the_paired_methods_have_finished_the_same_tasks(tmp
     behind = replace(outcome, records=records[1:])  # react has not finished task 0 yet
     assert "Paired, x: the 1 tasks" in results_section([behind], command="c", tasks="dev", date="d", images=[])
     assert "| same tasks (while partial) | 1 tasks:" in headline_section([behind], date="d", results_link="r.md")
+
+
+def test_a_partial_ablation_is_compared_with_its_flow_on_the_tasks_it_finished(tmp_path):
+    bench = replace(SQL, only=("stateflow", "stateflow_no_verify"))
+    model = PaperModel("x", ModelAssignment.of("local"), "default=x")
+    records = [_record("stateflow", t, t in (0, 2)) for t in (0, 2, 3, 4)]  # 50 % on 4 tasks, 100 % on 0 and 2
+    records += [_record("stateflow_no_verify", t, False) for t in (0, 2)]
+    outcome = PairOutcome(bench, model, tmp_path, "incomplete", records, tasks_total=4)
+    section = results_section([outcome], command="c", tasks="dev", date="d", images=[])
+    # not 0 - 50: on tasks 0 and 2 the full flow solved both
+    assert "| `stateflow` | x | 50.0 | 0.0 [2/4, incomplete] (-100.0 on the same 2 tasks) |" in section
+    done = records + [_record("stateflow_no_verify", t, t == 3) for t in (3, 4)]
+    section = results_section([replace(outcome, records=done)], command="c", tasks="dev", date="d", images=[])
+    assert "| `stateflow` | x | 50.0 | 25.0 (-25.0) |" in section
 
 
 def test_pair_dirs_are_safe_for_any_model_name():
