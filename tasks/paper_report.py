@@ -521,17 +521,27 @@ def _draw_ablations(ax: Any, bench: PaperBenchmark, pairs: list[PairOutcome]) ->
         (f"no {p}", p) for p in bench.ablations if any(bench.ablation(b, p) in bench.all_methods for b in bench.ablated)
     ]
     groups = [(b, o) for b in bench.ablated if b in bench.all_methods for o in pairs if o.records]
+    # While a group's ablations are partial, its bars are drawn on the tasks all of them and the
+    # full flow finished, so the full flow's bar is not a whole-sample score beside partial ones.
+    solved: list[dict[str, dict[int, bool]]] = []
+    for base, o in groups:
+        names = [bench.ablation(base, part) if part else base for _, part in variants]
+        solved.append({m: {r.task: r.success for r in o.records if r.method == m} for m in names})
+    shared = [set.intersection(*(set(d) for d in by.values() if d)) if any(by.values()) else set() for by in solved]
     width = 0.8 / len(variants)
     for k, (label, part) in enumerate(variants):
         xs, ys = [], []
-        for i, (base, o) in enumerate(groups):
-            c = method_cells(o).get(bench.ablation(base, part) if part else base)
-            if c is not None:
+        for i, (base, _o) in enumerate(groups):
+            done = solved[i][bench.ablation(base, part) if part else base]
+            if done and shared[i]:
                 xs.append(i + (k - (len(variants) - 1) / 2) * width)
-                ys.append(c.sr)
+                ys.append(100 * sum(done[t] for t in shared[i]) / len(shared[i]))
         bars = ax.bar(xs, ys, width, label=label)
         ax.bar_label(bars, fmt="%.0f", fontsize=7)  # a 0 % bar has no height: its number shows it was run
-    names = [f"{b}\n{o.model.name}{'' if o.status == 'complete' else ' (incomplete)'}" for b, o in groups]
+    names = [
+        f"{b}\n{o.model.name}" + ("" if len(on) == o.tasks_total else f" ({len(on)} of {o.tasks_total} tasks)")
+        for (b, o), on in zip(groups, shared, strict=True)
+    ]
     ax.set_xticks(range(len(groups)), names, fontsize=8)
     ax.set_ylim(0, 100)
     ax.set_ylabel("success rate (%)")

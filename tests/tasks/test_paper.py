@@ -261,6 +261,33 @@ def test_a_partial_ablation_is_compared_with_its_flow_on_the_tasks_it_finished(t
     assert "| `stateflow` | x | 50.0 | 25.0 (-25.0) |" in section
 
 
+def test_the_ablation_plot_draws_a_partial_group_on_the_tasks_all_its_bars_finished(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from stateflow.tasks.paper_report import _draw_ablations
+
+    bench = replace(SQL, only=("stateflow", "stateflow_no_verify", "stateflow_no_error"))
+    model = PaperModel("x", ModelAssignment.of("local"), "default=x")
+    records = [_record("stateflow", t, t in (0, 2)) for t in (0, 2, 3, 4)]  # 50 % on 4 tasks, 100 % on 0 and 2
+    records += [_record("stateflow_no_verify", t, t == 0) for t in (0, 2, 3)]
+    records += [_record("stateflow_no_error", t, False) for t in (0, 2)]
+    outcome = PairOutcome(bench, model, tmp_path, "incomplete", records, tasks_total=4)
+    fig, ax = plt.subplots()
+    _draw_ablations(ax, bench, [outcome])
+    # tasks 0 and 2 are the ones all three finished: full flow 100 %, no verify 50 %, no error 0 %
+    assert [round(b.get_height()) for b in ax.patches] == [100, 50, 0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["stateflow\nx (2 of 4 tasks)"]
+    ax.clear()
+    done = [*records, _record("stateflow_no_verify", 4, False)]
+    done += [_record("stateflow_no_error", t, True) for t in (3, 4)]
+    _draw_ablations(ax, bench, [replace(outcome, status="complete", records=done)])
+    assert [round(b.get_height()) for b in ax.patches] == [50, 25, 50]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["stateflow\nx"]
+    plt.close(fig)
+
+
 def test_pair_dirs_are_safe_for_any_model_name():
     assert pair_dir(Path("runs"), "intercode-sql", "openai:gpt-4o-mini") == Path(
         "runs/intercode-sql/openai_gpt-4o-mini"
