@@ -199,11 +199,11 @@ def paired_tasks(outcome: PairOutcome, methods: Sequence[str]) -> tuple[list[str
     return present, sorted(common)
 
 
-def _to_pair(bench: PaperBenchmark, o: PairOutcome) -> tuple[list[str], list[int]]:
-    """:func:`paired_tasks` of the paired methods when their rows need it: the pair is incomplete
-    and some of them finished tasks the others have not (``([], [])`` otherwise). Once they have
-    all finished the same tasks, the method table compares them already."""
-    methods, tasks = paired_tasks(o, bench.paired_methods)
+def _to_pair(o: PairOutcome, among: Sequence[str]) -> tuple[list[str], list[int]]:
+    """:func:`paired_tasks` of ``among`` when their rows need it: the pair is incomplete and some
+    of them finished tasks the others have not (``([], [])`` otherwise). Once they have all
+    finished the same tasks, the method table compares them already."""
+    methods, tasks = paired_tasks(o, among)
     if o.status != "incomplete" or len(methods) < 2 or not tasks:
         return [], []
     finished = method_cells(o)
@@ -213,8 +213,9 @@ def _to_pair(bench: PaperBenchmark, o: PairOutcome) -> tuple[list[str], list[int
 
 
 def _paired_table(bench: PaperBenchmark, o: PairOutcome) -> list[str]:
-    """Success on the tasks every paired method finished (see :func:`_to_pair`)."""
-    methods, tasks = _to_pair(bench, o)
+    """Success on the tasks every method but the ablations finished (see :func:`_to_pair`; the
+    ablations are compared with their flows in their own table)."""
+    methods, tasks = _to_pair(o, [m for m in bench.all_methods if m not in bench.ablation_methods])
     if not tasks:
         return []
     # the same numbers as the method table, on the common tasks only
@@ -387,7 +388,7 @@ def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link
 
 def _paired_cell(bench: PaperBenchmark, o: PairOutcome) -> str:
     """``n tasks: react 0.0, stateflow 22.2, ...`` when the pair needs it (see :func:`_to_pair`; "" otherwise)."""
-    methods, tasks = _to_pair(bench, o)
+    methods, tasks = _to_pair(o, bench.paired_methods)
     if not tasks:
         return ""
     common = set(tasks)

@@ -247,6 +247,19 @@ def test_no_paired_rows_once_the_paired_methods_have_finished_the_same_tasks(tmp
     assert "| same tasks (while partial) | 1 tasks:" in headline_section([behind], date="d", results_link="r.md")
 
 
+def test_a_partial_baseline_is_paired_in_the_results_but_not_in_the_headline(tmp_path):
+    bench = replace(SQL, only=("react", "stateflow", "plan_solve", "stateflow_no_verify"))
+    model = PaperModel("x", ModelAssignment.of("local"), "default=x")
+    records = [_record(m, t, t == 2) for m in ("react", "stateflow") for t in (0, 2, 3)]
+    records += [_record("plan_solve", t, True) for t in (0, 3)]  # behind, and not a headline method
+    records += [_record("stateflow_no_verify", 0, True)]  # an ablation: compared in its own table
+    outcome = PairOutcome(bench, model, tmp_path, "incomplete", records, tasks_total=3)
+    section = results_section([outcome], command="c", tasks="dev", date="d", images=[])
+    assert "Paired, x: the 2 tasks that `react`, `stateflow`, `plan_solve` have all finished" in section
+    assert "| `stateflow` | 0.0 | 250 | 10 | 3.5 |" in section  # tasks 0 and 3
+    assert "same tasks" not in headline_section([outcome], date="d", results_link="r.md")
+
+
 def test_a_partial_ablation_is_compared_with_its_flow_on_the_tasks_it_finished(tmp_path):
     bench = replace(SQL, only=("stateflow", "stateflow_no_verify"))
     model = PaperModel("x", ModelAssignment.of("local"), "default=x")
