@@ -429,6 +429,15 @@ _KIND_MARKERS = {"paper": "o", "best": "D", "bar": "s", "ablation": "^"}
 _KIND_NAMES = {"paper": "the paper's methods", "best": "best flows", "bar": "one prompt", "ablation": "ablations"}
 
 
+def _palette(n: int) -> list[Any]:
+    """``n`` distinct colours while ``n <= 20`` (matplotlib's ``tab20``, dark shades first), then repeating."""
+    from matplotlib import colormaps  # here: tables and HTML need no matplotlib
+
+    tab20 = colormaps["tab20"].colors
+    dark_first = [*tab20[0::2], *tab20[1::2]]
+    return [dark_first[i % len(dark_first)] for i in range(n)]
+
+
 def method_styles(benches: Sequence[PaperBenchmark]) -> dict[str, PointStyle]:
     """One style per method, the same in every panel: a colour of its own and a shape by kind
     (the paper's methods, this project's best flows, one-prompt bars, ablations).
@@ -439,10 +448,6 @@ def method_styles(benches: Sequence[PaperBenchmark]) -> dict[str, PointStyle]:
     panel used to colour its points in its own order, so one method had other colours in
     other panels, and two methods of one panel could share one.
     """
-    from matplotlib import colormaps  # here: tables and HTML need no matplotlib
-
-    tab20 = colormaps["tab20"].colors
-    palette = [*tab20[0::2], *tab20[1::2]]
 
     def kind(m: str) -> str:
         if any(m in b.ablation_methods for b in benches):
@@ -454,7 +459,7 @@ def method_styles(benches: Sequence[PaperBenchmark]) -> dict[str, PointStyle]:
     # every method the benchmark defines, not only those run (--methods): a method keeps its colour
     names = dict.fromkeys(m for b in benches for m in (*b.methods, *b.best_flows, *b.ablation_methods, *(b.only or ())))
     order = sorted(names, key=lambda m: kind(m) == "ablation")  # stable: table order otherwise
-    return {m: PointStyle(palette[i % len(palette)], _KIND_MARKERS[kind(m)]) for i, m in enumerate(order)}
+    return {m: PointStyle(c, _KIND_MARKERS[kind(m)]) for m, c in zip(order, _palette(len(order)), strict=True)}
 
 
 def write_paper_plots(outcomes: Sequence[PairOutcome], out: Path) -> list[Path]:
@@ -474,7 +479,17 @@ def write_paper_plots(outcomes: Sequence[PairOutcome], out: Path) -> list[Path]:
         plot_success(ax, rows, x="p_tokens", title=_panel_title(o), ylim=(-3, 103), styles=shown)
         _kind_legend(ax, {st.marker for st in shown})
 
-    for name, draw in (("success_vs_prompt_tokens.png", draw_success), ("tokens_by_state.png", _draw_tokens)):
+    # one colour per state in every panel (Plan is Plan whichever methods a panel has)
+    all_states = sorted({s for o in outcomes for r in o.records for s in r.usage_by_state})
+    state_colors = dict(zip(all_states, _palette(len(all_states)), strict=True))
+
+    def draw_tokens(ax: Any, o: PairOutcome) -> None:
+        order = [(m,) for m in o.benchmark.all_methods]  # the method table's order
+        plot_tokens_by_state(
+            ax, tokens_by_state(o.records, ("method",)), title=_panel_title(o), state_colors=state_colors, order=order
+        )
+
+    for name, draw in (("success_vs_prompt_tokens.png", draw_success), ("tokens_by_state.png", draw_tokens)):
         plt, fig, axes = _grid(len(benches), len(models), (6.0, 4.2))
         for i, bench in enumerate(benches):
             for j, model in enumerate(models):
@@ -511,10 +526,6 @@ def _kind_legend(ax: Any, shown: set[str]) -> None:
     ]
     if len(handles) > 1:  # one kind needs no legend
         ax.legend(handles=handles, fontsize=7, loc="upper right", framealpha=0.8)
-
-
-def _draw_tokens(ax: Any, o: PairOutcome) -> None:
-    plot_tokens_by_state(ax, tokens_by_state(o.records, ("method",)), title=_panel_title(o))
 
 
 def _draw_ablations(ax: Any, bench: PaperBenchmark, pairs: list[PairOutcome]) -> None:

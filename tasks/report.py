@@ -12,7 +12,7 @@ import html
 import json
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,7 +176,12 @@ def label_apart(
 
 
 def plot_tokens_by_state(
-    ax: Any, per_state: dict[tuple[str, ...], dict[str, dict[str, float]]], *, title: str = "tokens by state"
+    ax: Any,
+    per_state: dict[tuple[str, ...], dict[str, dict[str, float]]],
+    *,
+    title: str = "tokens by state",
+    state_colors: Mapping[str, Any] | None = None,
+    order: Sequence[tuple[str, ...]] | None = None,
 ) -> None:
     """Draw stacked bars on ``ax``: mean prompt + completion tokens per task, one bar per group.
 
@@ -185,13 +190,18 @@ def plot_tokens_by_state(
         per_state: from :func:`~stateflow.tasks.metrics.tokens_by_state`; bars are labelled like
             :func:`plot_success`'s points, stacks are states (one legend entry each).
         title: the panel title.
+        state_colors: a colour per state (``None``, or a state it lacks: the axes' next colour);
+            give the same mapping to several panels so one state has one colour in all.
+        order: the bars' order (groups it lacks follow, sorted); ``None``: sorted.
     """
     states = sorted({s for d in per_state.values() for s in d})
-    groups = sorted(per_state)
+    first = [g for g in (order or ()) if g in per_state]
+    groups = first + sorted(set(per_state) - set(first))
+    colors = state_colors or {}
     bottom = [0.0] * len(groups)
     for s in states:
         vals = [per_state[g].get(s, {}).get("prompt", 0) + per_state[g].get(s, {}).get("completion", 0) for g in groups]
-        ax.bar(range(len(groups)), vals, bottom=bottom, label=s)
+        ax.bar(range(len(groups)), vals, bottom=bottom, label=s, color=colors.get(s))
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     # many bars (the paper's 17 methods) need steeper names to stay apart
     rotation = 20 if len(groups) <= 8 else 55

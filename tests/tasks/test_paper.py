@@ -401,6 +401,14 @@ def test_a_method_has_one_style_in_every_panel_and_its_shape_says_its_kind(tmp_p
         real(ax, rows, **kw)
 
     monkeypatch.setattr(paper_report, "plot_success", spy)
+    stacked: list[tuple[dict[str, object], list[tuple[str, ...]]]] = []
+    real_tokens = paper_report.plot_tokens_by_state
+
+    def spy_tokens(ax, per_state, **kw):
+        stacked.append((kw["state_colors"], kw["order"]))
+        real_tokens(ax, per_state, **kw)
+
+    monkeypatch.setattr(paper_report, "plot_tokens_by_state", spy_tokens)
     bench = replace(SQL, only=("stateflow", "oneshot", "stateflow_no_verify"))
     records = [_record(m, t, t == 0) for m in ("stateflow", "oneshot", "stateflow_no_verify") for t in (0, 2)]
     a = PairOutcome(bench, PaperModel("a", ModelAssignment.of("local"), "default=a"), tmp_path, "complete", records, 2)
@@ -409,3 +417,6 @@ def test_a_method_has_one_style_in_every_panel_and_its_shape_says_its_kind(tmp_p
     write_paper_plots([a, b], tmp_path / "img")
     assert [t for t, _ in drawn] == ["intercode-sql x a", "intercode-sql x b"]
     assert drawn[0][1] == drawn[1][1] == {m: styles[m] for m in ("stateflow", "oneshot", "stateflow_no_verify")}
+    # tokens by state: one colour map for both panels, bars in the method table's order
+    assert len(stacked) == 2 and stacked[0][0] is stacked[1][0]
+    assert stacked[0][1] == [("stateflow",), ("oneshot",), ("stateflow_no_verify",)]

@@ -126,3 +126,24 @@ def test_plot_success_draws_each_point_in_the_style_given_and_refuses_a_style_li
     with pytest.raises(ValueError, match="1 styles for 2 rows"):
         plot_success(ax, rows, styles=[PointStyle()])
     plt.close(fig)
+
+
+def test_tokens_by_state_keeps_a_state_colour_across_panels_and_the_bars_in_the_order_given():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgba
+    from stateflow.tasks.report import plot_tokens_by_state
+
+    colors = {"Plan": "tab:pink", "Solve": "tab:gray"}
+    fig, (left, right) = plt.subplots(1, 2)
+    per_state = {("b",): {"Solve": {"prompt": 5, "completion": 1}}, ("a",): {"Plan": {"prompt": 3, "completion": 1}}}
+    plot_tokens_by_state(left, per_state, state_colors=colors, order=[("b",), ("z",)])
+    # the other panel has only Solve, which by matplotlib's cycle would take the first colour
+    plot_tokens_by_state(right, {("a",): {"Solve": {"prompt": 2, "completion": 0}}}, state_colors=colors)
+    for ax in (left, right):
+        for bars in ax.containers:
+            assert all(p.get_facecolor() == to_rgba(colors[bars.get_label()]) for p in bars.patches)
+    assert [t.get_text() for t in left.get_xticklabels()] == ["b", "a"]  # given first, then the rest sorted
+    plt.close(fig)
