@@ -264,7 +264,7 @@ def _ablation_delta(o: PairOutcome, base: str, ablation: str) -> str:
     """`` (+1.4)``: the ablation's success minus its full flow's, on the tasks both finished
     (named while they differ from the full sample: a partial ablation is compared with its flow
     on its own tasks, not with the flow's whole-sample score); "" when either has no records."""
-    done = {m: {r.task: r.success for r in o.records if r.method == m} for m in (base, ablation)}
+    done = {m: _solved(o, m) for m in (base, ablation)}
     common = done[base].keys() & done[ablation].keys()
     if not common:
         return ""
@@ -272,6 +272,11 @@ def _ablation_delta(o: PairOutcome, base: str, ablation: str) -> str:
     if len(common) == len(done[base]) == len(done[ablation]):
         return f" ({diff:+.1f})"
     return f" ({diff:+.1f} on the same {len(common)} tasks)"
+
+
+def _solved(o: PairOutcome, method: str) -> dict[int, bool]:
+    """Task -> success of ``method``'s recorded episodes in ``o``."""
+    return {r.task: r.success for r in o.records if r.method == method}
 
 
 def _score(c: MethodCell | None) -> str:
@@ -536,10 +541,12 @@ def _draw_ablations(ax: Any, bench: PaperBenchmark, pairs: list[PairOutcome]) ->
     # While a group's ablations are partial, its bars are drawn on the tasks all of them and the
     # full flow finished, so the full flow's bar is not a whole-sample score beside partial ones.
     solved: list[dict[str, dict[int, bool]]] = []
+    shared: list[set[int]] = []
     for base, o in groups:
-        names = [bench.ablation(base, part) if part else base for _, part in variants]
-        solved.append({m: {r.task: r.success for r in o.records if r.method == m} for m in names})
-    shared = [set.intersection(*(set(d) for d in by.values() if d)) if any(by.values()) else set() for by in solved]
+        by_method = {m: _solved(o, m) for m in (bench.ablation(base, part) if part else base for _, part in variants)}
+        recorded = [set(done) for done in by_method.values() if done]
+        solved.append(by_method)
+        shared.append(set.intersection(*recorded) if recorded else set())
     width = 0.8 / len(variants)
     for k, (label, part) in enumerate(variants):
         xs, ys = [], []
@@ -550,11 +557,11 @@ def _draw_ablations(ax: Any, bench: PaperBenchmark, pairs: list[PairOutcome]) ->
                 ys.append(100 * sum(done[t] for t in shared[i]) / len(shared[i]))
         bars = ax.bar(xs, ys, width, label=label)
         ax.bar_label(bars, fmt="%.0f", fontsize=7)  # a 0 % bar has no height: its number shows it was run
-    names = [
+    ticks = [
         f"{b}\n{o.model.name}" + ("" if len(on) == o.tasks_total else f" ({len(on)} of {o.tasks_total} tasks)")
         for (b, o), on in zip(groups, shared, strict=True)
     ]
-    ax.set_xticks(range(len(groups)), names, fontsize=8)
+    ax.set_xticks(range(len(groups)), ticks, fontsize=8)
     ax.set_ylim(0, 100)
     ax.set_ylabel("success rate (%)")
     ax.set_title(f"{bench.name}: ablations")
