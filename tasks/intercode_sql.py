@@ -655,12 +655,10 @@ def build_sql_flow(
         raise ValueError("values needs schema=True (the values are part of the schema listing)")
     if schema:
         flow = with_schema(flow, values=values)
-    if column_order:
-        flow = flow.variant(flow.name, replace=[flow.states["Solve"].with_instruction(_COLUMN_ORDER)])
-    if fewest_tables:
-        # kept out of prompts/sql, whose hash identifies every recorded SQL run (see with_solve_examples)
-        rule = load_prompt("sql-levers", "fewest_tables").strip()
-        flow = flow.variant(flow.name, replace=[flow.states["Solve"].with_instruction(rule)])
+    # the fewest-tables rule is kept out of prompts/sql, whose hash identifies every recorded SQL run
+    solve_rules = [_COLUMN_ORDER] * column_order + [load_prompt("sql-levers", "fewest_tables").strip()] * fewest_tables
+    if solve_rules:
+        flow = flow.variant(flow.name, replace=[flow.states["Solve"].with_instruction(*solve_rules)])
     if not examples:
         flow = without_examples(flow)
     if not verify_then_submit:
