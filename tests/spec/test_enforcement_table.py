@@ -3,22 +3,14 @@ and the results document's section replaced in place."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "enforcement_table.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def table_mod():
-    spec = importlib.util.spec_from_file_location("enforcement_table", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("enforcement_table")
 
 
 def record(mode, success, valid, violations, p=100, c=10, wall=2.0, status="ok"):

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pruning_bound.py"
+from tests.scripts import load_script
 
 TABLES = {
     "Student": ["StuID", "LName", "Age"],
@@ -20,11 +16,7 @@ TABLES = {
 
 @pytest.fixture(scope="module")
 def pb():
-    spec = importlib.util.spec_from_file_location("pruning_bound", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("pruning_bound")
 
 
 def test_words_split_camel_case_and_underscores_and_drop_question_words(pb):

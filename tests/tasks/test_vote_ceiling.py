@@ -3,23 +3,17 @@ recorded methods it keeps."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "vote_ceiling.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def vc():
-    spec = importlib.util.spec_from_file_location("vote_ceiling", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("vote_ceiling")
 
 
 def test_majority_wins_and_failed_statements_have_no_vote(vc):
