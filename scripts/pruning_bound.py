@@ -98,13 +98,39 @@ def bound(records: Iterable[Mapping], tasks: Sequence[Mapping]) -> dict[str, lis
     return out
 
 
+def load_records(path: Path) -> list[dict]:
+    """The candidate records of ``path``, one per task.
+
+    Raises:
+        SystemExit: the file is missing, or a line is not a record with a task, a success and
+            votes (the message names the file and line).
+    """
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such file")
+    records = []
+    for line_no, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            missing = {"task", "success", "votes"} - set(record)
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"{path}:{line_no}: not a JSON record ({e.msg})") from None
+        except TypeError:
+            missing = {"task"}
+        if missing:
+            raise SystemExit(f"{path}:{line_no}: not a candidate record (no {', '.join(sorted(missing))} field)")
+        records.append(record)
+    return records
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("candidates", type=Path, help="a vote flow's candidate records (JSON lines)")
     parser.add_argument("--data", help="the InterCode data directory (default: where `stateflow run` finds it)")
     args = parser.parse_args(argv)
     tasks = json.loads((locate_intercode_dir(args.data, need="sql") / "sql" / "ic_spider_dev.json").read_text())
-    records = [json.loads(line) for line in args.candidates.read_text().splitlines() if line.strip()]
+    records = load_records(args.candidates)
     result = bound(records, tasks)
     solved = sum(r["success"] for r in records)
     n = len(records)

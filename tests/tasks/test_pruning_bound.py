@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.scripts import load_script
@@ -62,3 +64,21 @@ def test_bound_counts_fixable_failures_and_broken_successes(pb):
     assert pb.bound(records, tasks) == {"gold_kept": [0], "could_fix": [0], "would_break": [1]}
     # a failure whose answer already reads only linked tables is not counted as fixable
     assert pb.bound([_record(0, False, "SELECT MAX(pet_age) FROM Pets")], tasks)["could_fix"] == []
+
+
+def test_bad_candidate_files_are_refused_with_the_file_and_line(pb, tmp_path):
+    with pytest.raises(SystemExit, match="no such file"):
+        pb.load_records(tmp_path / "absent.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(_record(0, True, "SELECT 1")) + "\n\n{not json\n")
+    with pytest.raises(SystemExit, match=r"bad.jsonl:3: not a JSON record"):
+        pb.load_records(bad)
+    bad.write_text(json.dumps({"task": 0, "success": True}) + "\n")
+    with pytest.raises(SystemExit, match=r"bad.jsonl:1: not a candidate record \(no votes field\)"):
+        pb.load_records(bad)
+    bad.write_text("[1, 2]\n")
+    with pytest.raises(SystemExit, match=r"bad.jsonl:1: not a candidate record"):
+        pb.load_records(bad)
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps(_record(0, True, "SELECT 1")) + "\n")
+    assert pb.load_records(good) == [_record(0, True, "SELECT 1")]
