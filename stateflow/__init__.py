@@ -7,6 +7,7 @@ the paper's StateFlow (one agent, instructions accumulate in the shared history)
 
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
+from typing import TYPE_CHECKING
 
 try:
     __version__ = _version("stateflow")
@@ -28,9 +29,23 @@ from stateflow.flow import ANY, Flow, FlowWarning, State, Transition
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.outputs import LLM, AutoGenAgent, Human, Prompt, Tool, ToolResult
 from stateflow.profiles import ModelAssignment, ModelProfile, load_config, parse_model_options
-from stateflow.runtime import run
 from stateflow.trace import RunResult, Step, TransitionRecord
 from stateflow.views import StateFlowView, View
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time ``run`` is imported on first use
+    from stateflow.runtime import run
+
+
+def __getattr__(name: str) -> object:
+    # ``run`` needs AutoGen, whose import takes ~1.5 s (it loads matplotlib and every provider SDK).
+    # Importing it on first use keeps ``import stateflow`` and the CLI's help, completion and
+    # config errors fast; everything else here is plain Python.
+    if name == "run":
+        from stateflow.runtime import run
+
+        return run
+    raise AttributeError(f"module 'stateflow' has no attribute {name!r}")
+
 
 __all__ = [
     "ANY",

@@ -62,6 +62,23 @@ def test_version_and_completion():
     assert p.stdout.split() == ["graph"]
 
 
+def test_package_and_cli_help_do_not_load_autogen():
+    # AutoGen's import takes ~1.5 s (matplotlib, provider SDKs); tab completion runs the CLI on
+    # every key press, so only commands that run an episode may pay for it.
+    probe = (
+        "import sys, runpy; sys.argv = ['stateflow', '--help']\n"
+        "try:\n    runpy.run_module('stateflow.cli.main', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "import stateflow\n"
+        "print('autogen' in sys.modules, file=sys.stderr)\n"
+        "from stateflow import run\n"
+        "print('autogen' in sys.modules, run.__module__, file=sys.stderr)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.split() == ["False", "True", "stateflow.runtime"]
+
+
 @pytest.mark.parametrize(
     ("args", "valid"),
     [

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
+from stateflow.tasks.runner import RunSpec, RunSummary, evaluate
+
+from tests.tasks.test_runner import ORACLE_SPEC
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +31,22 @@ def shared_data() -> Path:
         return locate_intercode_dir(need="sql")
     except DataNotFoundError as err:
         pytest.skip(f"InterCode data not present ({err})")
+
+
+@pytest.fixture(scope="session")
+def full_oracle_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], RunSummary]:
+    """``run(benchmark, dataset)``: the oracle StateFlow run over a whole dataset with two threads.
+
+    Computed once per session (a full Spider pass is ~15 s of CPU): the full-dataset test checks it
+    against the known broken golds, and the Ray test compares its own run with it task by task.
+    """
+    done: dict[tuple[str, str], RunSummary] = {}
+
+    def run(benchmark: str, dataset: str) -> RunSummary:
+        if (benchmark, dataset) not in done:
+            out = tmp_path_factory.mktemp(f"oracle-{dataset}")
+            spec = RunSpec(benchmark, ("stateflow",), out=out, dataset=dataset, workers=2, **ORACLE_SPEC)
+            done[benchmark, dataset] = evaluate(spec, progress=False)
+        return done[benchmark, dataset]
+
+    return run

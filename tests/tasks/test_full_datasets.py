@@ -7,9 +7,6 @@ not caused by the gold itself would be a harness bug.
 from __future__ import annotations
 
 import pytest
-from stateflow.tasks.runner import RunSpec, evaluate
-
-from tests.tasks.test_runner import ORACLE_SPEC
 
 # Gold queries that fail on the server itself (docs/intercode.md): they cannot score 1.
 SPIDER_BROKEN_GOLDS = {164, 178, 225, 531, 638, 802}
@@ -20,11 +17,8 @@ NL2BASH_UNREPEATABLE_GOLDS = {30, 102, 109, 198}
 
 
 @pytest.mark.slow
-def test_oracle_on_all_1034_spider_tasks(tmp_path, sql_available, shared_data):
-    s = evaluate(
-        RunSpec("intercode-sql", ("stateflow",), out=tmp_path, dataset="spider", workers=2, **ORACLE_SPEC),
-        progress=False,
-    )
+def test_oracle_on_all_1034_spider_tasks(full_oracle_run, sql_available, shared_data):
+    s = full_oracle_run("intercode-sql", "spider")
     assert s.finished == 1034
     failed = {r["task"] for r in s.records if not r["success"]}
     assert failed == SPIDER_BROKEN_GOLDS
@@ -32,11 +26,8 @@ def test_oracle_on_all_1034_spider_tasks(tmp_path, sql_available, shared_data):
 
 
 @pytest.mark.slow
-def test_oracle_on_all_200_nl2bash_tasks(tmp_path, bash_available, shared_data):
-    s = evaluate(
-        RunSpec("intercode-bash", ("stateflow",), out=tmp_path, dataset="nl2bash", workers=2, **ORACLE_SPEC),
-        progress=False,
-    )
+def test_oracle_on_all_200_nl2bash_tasks(full_oracle_run, bash_available, shared_data):
+    s = full_oracle_run("intercode-bash", "nl2bash")
     assert s.finished == 200
     failed = {r["task"] for r in s.records if not r["success"]}
     assert all(r["status"] == "ok" for r in s.records)

@@ -146,10 +146,10 @@ def test_oracle_same_rewards_as_threads_on_an_nl2bash_sample(tmp_path, ray_clust
     ("benchmark", "dataset", "total"), [("intercode-sql", "spider", 1034), ("intercode-bash", "nl2bash", 200)]
 )
 def test_oracle_same_rewards_as_threads_on_the_full_datasets(
-    tmp_path, ray_cluster, sql_available, bash_available, shared_data, benchmark, dataset, total
+    tmp_path, ray_cluster, full_oracle_run, sql_available, bash_available, shared_data, benchmark, dataset, total
 ):
     kw = {"dataset": dataset, "workers": 2, **ORACLE}
-    local = evaluate(RunSpec(benchmark, ("stateflow",), out=tmp_path / "t", **kw), progress=False)
+    local = full_oracle_run(benchmark, dataset)  # the thread executor's run, shared with test_full_datasets
     dist = evaluate(
         RunSpec(benchmark, ("stateflow",), out=tmp_path / "r", **kw),
         executor_factory=ray_executor_factory(None, num_cpus=0.5),
@@ -204,7 +204,7 @@ def test_node_removed_mid_run_every_task_ends_exactly_once(tmp_path, ray_cluster
             time.sleep(0.02)
 
     methods = ("stateflow", "react")
-    with FakeOpenAIServer(_gold_responder(_demo_golds()), latency_s=1.0) as srv:
+    with FakeOpenAIServer(_gold_responder(_demo_golds()), latency_s=0.4) as srv:
         models, label = _fake_models(srv.url)
         spec = RunSpec("intercode-sql", methods, models=models, models_label=label, out=out, workers=6)
         killer = threading.Thread(target=remove_when_busy, daemon=True)
