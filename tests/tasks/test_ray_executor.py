@@ -33,8 +33,8 @@ from stateflow.tasks.runner import RunSpec, evaluate  # noqa: E402
 
 from stateflow import ModelAssignment, ModelProfile  # noqa: E402
 from stateflow.testing.fake_openai import FakeOpenAIServer  # noqa: E402
+from tests.tasks.test_runner import ORACLE_SPEC as ORACLE  # noqa: E402
 
-ORACLE = {"models": ModelAssignment.of("local"), "models_label": "default=local", "oracle": True}
 # Golds whose output differs between two runs of the same command (see test_full_datasets.py).
 NL2BASH_UNREPEATABLE = {30, 102, 109, 198}
 SPIDER_SAMPLE = "0,7,100,164,178,225,333,500,531,638,700,802,901,1033"
