@@ -18,15 +18,20 @@ archive does not hold, and ``--no-run`` rebuilds the tables from the archive alo
 Writes are whole-file and atomic (a temporary file renamed over the old one), sorted by
 benchmark, method, task and identity, so a commit's diff shows exactly the episodes that
 changed. Records of other settings already in the archive are kept: a run with ``--methods X``
-must not drop the other methods.
+must not drop the other methods. A merge is a read-modify-write, so it holds an exclusive
+``flock`` on the archive's directory while it reads and writes: two runs with different
+``--out`` directories (say one per core, each running some of the methods) share one archive,
+and without the lock the later write would drop the records the earlier one added.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from stateflow.tasks.episode_record import EpisodeRecord
@@ -60,23 +65,40 @@ class RecordArchive:
     def merge(self, records: Iterable[EpisodeRecord]) -> int:
         """Put ``records`` (compacted) into the archive, replacing archived records of the same key.
 
+        Blocks while another process merges into an archive of the same directory.
+
         Returns:
             How many archived records were added or changed.
         """
-        kept = {record_key(r): r for r in self.load()}
-        changed = 0
-        for r in records:
-            small = compact(r)
-            key = record_key(small)
-            if kept.get(key) != small:
-                kept[key] = small
-                changed += 1
-        if changed:
-            self._write(sorted(kept.values(), key=_order))
+        with self.locked():
+            kept = {record_key(r): r for r in self.load()}
+            changed = 0
+            for r in records:
+                small = compact(r)
+                key = record_key(small)
+                if kept.get(key) != small:
+                    kept[key] = small
+                    changed += 1
+            if changed:
+                self._write(sorted(kept.values(), key=_order))
         return changed
 
-    def _write(self, records: list[EpisodeRecord]) -> None:
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the exclusive lock of the archive's directory (created if missing), waiting for it.
+
+        The lock is on the directory, not on the file: the file is replaced by a rename on every
+        write, so a lock on its old inode would not exclude a process that opened the new one.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel when fd closes, even on a crash
+            yield
+        finally:
+            os.close(fd)
+
+    def _write(self, records: list[EpisodeRecord]) -> None:
         # Write beside the file and rename over it: a crash mid-write leaves the old archive whole.
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         try:

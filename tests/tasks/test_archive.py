@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
 import os
+import threading
 from dataclasses import replace
 
 from rich.console import Console
@@ -74,6 +76,38 @@ def test_merge_replaces_by_key_keeps_the_rest_sorted_and_leaves_no_temporary_fil
     assert len(archive.load()) == 4
     assert os.listdir(archive.path.parent) == ["m.jsonl"]
     assert archive.path.stat().st_mode & 0o777 == 0o644  # readable like any file of the checkout
+
+
+def test_a_merge_waits_for_the_archive_lock_and_then_keeps_both_writers_records(tmp_path):
+    archive = RecordArchive(tmp_path / "bash" / "m.jsonl")
+    archive.merge([_record(0)])
+    with archive.locked():  # another writer is between its read and its write
+        other = threading.Thread(target=archive.merge, args=([_record(1)],))
+        other.start()
+        other.join(timeout=0.5)
+        assert other.is_alive()  # the merge waits instead of reading the archive under the writer
+        archive._write([*archive.load(), compact(_record(2))])  # the holder's own write
+    other.join(timeout=10)
+    assert not other.is_alive()
+    assert [r.task for r in archive.load()] == [0, 1, 2]  # the waiting merge read the holder's write
+
+
+def _merge_one_by_one(path: str, method: str) -> None:
+    archive = RecordArchive(path)
+    for task in range(25):
+        archive.merge([_record(task, method=method, digest=method)])
+
+
+def test_two_processes_merging_into_one_archive_lose_no_record(tmp_path):
+    path = str(tmp_path / "bash" / "m.jsonl")
+    ctx = multiprocessing.get_context("spawn")
+    writers = [ctx.Process(target=_merge_one_by_one, args=(path, m)) for m in ("react", "stateflow")]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(timeout=120)
+        assert w.exitcode == 0
+    assert len(RecordArchive(path).load()) == 50
 
 
 def _profile(name: str = "m") -> ModelProfile:
