@@ -78,6 +78,7 @@ __all__ = [
     "with_levers",
     "with_schema",
     "with_schema_grammar",
+    "with_similar_examples",
     "with_solve_examples",
     "with_vote",
     "without_error",
@@ -266,6 +267,26 @@ def without_examples(flow: Flow) -> Flow:
         if outs != list(state.outputs):
             replaced.append(state.with_outputs(*outs))
     return flow.variant(flow.name, replace=replaced)
+
+
+def with_similar_examples(flow: Flow, k: int = 3) -> Flow:
+    """Init also shows ``k`` solved questions built like the episode's, from other databases, as
+    one-line answers (:func:`~stateflow.tasks.sql_examples.similar_examples`); not the paper's flow.
+
+    For flows that list their schema in Init and reply with one ``Action:`` line. Why: made-up
+    worked answers hurt the best flow (:func:`with_solve_examples`); examples chosen per question,
+    with real gold statements of other databases, are what text-to-SQL work found to help, so
+    whether they help the 1.5B model is measured (docs/results.md, issue 15).
+
+    Raises:
+        ValueError: the flow does not list its schema in Init.
+    """
+    from stateflow.tasks.sql_examples import similar_examples
+
+    init = flow.states[flow.initial]
+    if not any(isinstance(o, Tool) and o.name.startswith("describe_schema") for o in init.outputs):
+        raise ValueError(f"with_similar_examples: flow {flow.name!r} does not list its schema in {init.name}")
+    return flow.variant(flow.name, replace=[init.with_outputs(*init.outputs, similar_examples(k))])
 
 
 def with_solve_examples(flow: Flow) -> Flow:
@@ -593,6 +614,7 @@ def build_sql_flow(
     error_replies: int = 0,
     schema_grammar: bool = False,
     solve_examples: bool = False,
+    similar_examples: int = 0,
     fewest_tables: bool = False,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
@@ -632,6 +654,9 @@ def build_sql_flow(
             server that takes no grammar gets the flow without it, as with the other grammars).
         solve_examples: Solve starts with four worked one-line answers (:func:`with_solve_examples`;
             needs ``examples=False`` and ``thoughts=False``).
+        similar_examples: ``k > 0``: Init also shows ``k`` solved questions like the episode's,
+            from other databases (:func:`with_similar_examples`; needs ``schema`` and
+            ``thoughts=False``).
         fewest_tables: Solve is told to join a table only when the others lack a column it needs
             (``prompts/sql-levers/fewest_tables.md``). Why: of the best flow's 28 wrong results
             that ran on the development sample, 9 join a table the question does not need
@@ -675,6 +700,12 @@ def build_sql_flow(
                 "solve_examples needs examples=False and thoughts=False (its examples are one-line answers)"
             )
         flow = with_solve_examples(flow)
+    if similar_examples:
+        if not schema or thoughts:
+            raise ValueError(
+                "similar_examples needs schema=True and thoughts=False (its examples are one-line answers)"
+            )
+        flow = with_similar_examples(flow, k=similar_examples)
     if schema_grammar and not schema:
         raise ValueError("schema_grammar needs schema=True (the grammar's names are the listing's)")
     if schema_grammar and grammar:
