@@ -276,7 +276,10 @@ def with_similar_examples(flow: Flow, k: int = 3) -> Flow:
     For flows that list their schema in Init and reply with one ``Action:`` line. Why: made-up
     worked answers hurt the best flow (:func:`with_solve_examples`); examples chosen per question,
     with real gold statements of other databases, are what text-to-SQL work found to help, so
-    whether they help the 1.5B model is measured (docs/results.md, issue 15).
+    whether they help the 1.5B model is measured (docs/results.md, issue 15). Measured on the
+    best flow they hurt too (61 % -> 54 % on the development sample, 7 won / 14 lost): the model
+    copies the examples' clauses (an ``ORDER BY ... LIMIT 1``, a join), not only their shape
+    (docs/results.md, "Worked answers retrieved per question").
 
     Raises:
         ValueError: the flow does not list its schema in Init.

@@ -1,6 +1,7 @@
 """Solved questions like this one, from other databases: retrieved worked answers for Solve.
 
-Not the paper's flow; a lever measured on the development sample (docs/results.md, issue 15).
+Not the paper's flow; a lever measured on the development sample, where it lost (61 % -> 54 % on
+the best flow; docs/results.md, "Worked answers retrieved per question"), so an option only.
 Made-up worked answers hurt the 1.5B model (it copied their joins), so this tries what text-to-SQL
 work found to help instead: examples picked per question, whose *structure* is like the
 question's ("how many ... for each ...", "the ... with the most ..."), with their real gold
