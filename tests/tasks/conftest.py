@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
@@ -12,11 +13,24 @@ from stateflow.tasks.runner import RunSpec, RunSummary, evaluate
 
 from tests.tasks.test_runner import ORACLE_SPEC
 
+if TYPE_CHECKING:
+    from stateflow.envs.sql.env import SqlEnv
+
 
 @pytest.fixture(scope="session")
 def sql_available() -> None:
     if shutil.which("mariadbd") is None and shutil.which("mysqld") is None:
         pytest.skip("no MariaDB/MySQL server binary: run scripts/setup.sh (installs mariadb-server)")
+
+
+@pytest.fixture
+def sql_env(sql_available: None) -> Iterator[SqlEnv]:
+    """The SQL environment on the demo databases (a fresh one per test), closed afterwards."""
+    from stateflow.envs.sql import open_sql_env
+
+    env = open_sql_env("demo")
+    yield env
+    env.close()
 
 
 @pytest.fixture(scope="session")

@@ -12,15 +12,6 @@ from stateflow import ModelProfile, run
 from stateflow.testing.fake_openai import FakeOpenAIServer
 
 
-@pytest.fixture
-def sql_env(sql_available):
-    from stateflow.envs.sql import open_sql_env
-
-    env = open_sql_env("demo")
-    yield env
-    env.close()
-
-
 def test_observe_grammar_names_only_listed_tables_and_repeats_are_resampled(sql_env):
     replies = iter(
         [

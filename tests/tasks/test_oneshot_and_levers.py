@@ -12,15 +12,6 @@ from stateflow import LLM, ModelProfile, StateFlowView, run
 from stateflow.testing.fake_openai import FakeOpenAIServer
 
 
-@pytest.fixture
-def sql_env(sql_available):
-    from stateflow.envs.sql import open_sql_env
-
-    env = open_sql_env("demo")
-    yield env
-    env.close()
-
-
 def _profile(srv: FakeOpenAIServer) -> ModelProfile:
     return ModelProfile(name="lc", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
 

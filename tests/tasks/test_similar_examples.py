@@ -100,15 +100,6 @@ def test_similar_examples_needs_the_schema_listing_and_one_line_replies():
     assert [o.name for o in flow.states["Init"].outputs] == ["describe_schema", "similar_examples3"]
 
 
-@pytest.fixture
-def sql_env(sql_available):
-    from stateflow.envs.sql import open_sql_env
-
-    env = open_sql_env("demo")
-    yield env
-    env.close()
-
-
 def test_every_voted_answer_sees_the_examples_of_other_databases(sql_env):
     flow, view = build_method("sf_agent_vote_similar", default_registry().get("intercode-sql"), grammar=True)
     sql_env.reset(0)  # a question on the demo's `library` database

@@ -79,15 +79,6 @@ def test_a_subquery_is_rebound_within_its_own_scope():
     )
 
 
-@pytest.fixture
-def sql_env(sql_available):
-    from stateflow.envs.sql import open_sql_env
-
-    env = open_sql_env("demo")
-    yield env
-    env.close()
-
-
 def _episode(method: str, env, reply: str):
     flow, view = build_method(method, default_registry().get("intercode-sql"))
     with FakeOpenAIServer(lambda *a: reply) as srv:

@@ -14,15 +14,6 @@ from stateflow.testing.fake_openai import FakeOpenAIServer
 pytest.importorskip("sqlglot", reason="sqlglot absent: pip install -e '.[sql]'")
 
 
-@pytest.fixture
-def sql_env(sql_available):
-    from stateflow.envs.sql import open_sql_env
-
-    env = open_sql_env("demo")
-    yield env
-    env.close()
-
-
 def _run(method, env, replies):
     flow, view = build_method(method, default_registry().get("intercode-sql"), grammar=True)
     it = iter(replies)
