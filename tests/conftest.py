@@ -9,7 +9,9 @@ starts with a key of :data:`ALLOWED_SKIP_TESTS`, are expected and only listed. E
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -18,6 +20,24 @@ from hypothesis import HealthCheck, settings
 # health check fail at random on a loaded machine (speed lives in scripts/bench_*.py).
 settings.register_profile("stateflow", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("stateflow")
+
+
+@pytest.fixture(scope="session")
+def local_small_model() -> Path:
+    """The cached file of the embedded 0.5B model; skips, naming the set-up script, when
+    llama-cpp-python, its runtime or the model is absent."""
+    from stateflow.backends.local import CATALOG, ModelStore, runtime_available
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed; run scripts/setup_local_llm.sh")
+    missing = runtime_available()
+    if missing:
+        pytest.skip(f"llama-cpp-python runtime absent ({missing}); run scripts/setup_local_llm.sh")
+    status = ModelStore().status(CATALOG["local-small"])
+    if not status.present:
+        pytest.skip("local-small model not in the cache; run scripts/setup_local_llm.sh")
+    return Path(status.path)
+
 
 # marker -> why a skip of such a test is expected in CI.
 # Empty on purpose: scripts/setup.sh starts a Docker engine, so CI runs the docker tests too.

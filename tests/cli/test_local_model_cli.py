@@ -6,7 +6,6 @@ skip, naming the set-up script, only when llama-cpp-python or the local-small mo
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -31,18 +30,6 @@ def _slow_ok(tmp_path: Path) -> tuple[str, ...]:
     return ("--timeout", "3600", "--config", str(config))
 
 
-def _require_model() -> None:
-    from stateflow.backends.local import CATALOG, ModelStore, runtime_available
-
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python is not installed; run scripts/setup_local_llm.sh")
-    missing = runtime_available()
-    if missing:
-        pytest.skip(f"llama-cpp-python runtime absent ({missing}); run scripts/setup_local_llm.sh")
-    if not ModelStore().status(CATALOG["local-small"]).present:
-        pytest.skip("local-small model not in the cache; run scripts/setup_local_llm.sh")
-
-
 def _cli(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "stateflow.cli.main", *args],
@@ -64,8 +51,7 @@ def _table_row(stdout: str, *cells: str) -> list[str]:
     return [c.strip() for c in line.strip("│ ").split("│")]
 
 
-def test_small_demo_runs_and_prints_the_table(tmp_path, sql_available, bash_available):
-    _require_model()
+def test_small_demo_runs_and_prints_the_table(tmp_path, sql_available, bash_available, local_small_model):
     out = tmp_path / "demo"
     args = (
         "demo",
@@ -100,8 +86,7 @@ def test_small_demo_runs_and_prints_the_table(tmp_path, sql_available, bash_avai
     assert (out / "report.html").is_file() and (out / "metrics.json").is_file()
 
 
-def test_run_on_two_spider_tasks_then_resume(tmp_path, sql_available, shared_data):
-    _require_model()
+def test_run_on_two_spider_tasks_then_resume(tmp_path, sql_available, shared_data, local_small_model):
     out = tmp_path / "run"
     args = (
         "run",

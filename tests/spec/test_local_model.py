@@ -5,7 +5,6 @@ Skips, naming scripts/setup_local_llm.sh, when llama-cpp-python or the local-sma
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -22,20 +21,7 @@ def _drive(scenario: str, timeout: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _require_model() -> None:
-    from stateflow.backends.local import CATALOG, ModelStore, runtime_available
-
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python is not installed; run scripts/setup_local_llm.sh")
-    missing = runtime_available()
-    if missing:
-        pytest.skip(f"llama-cpp-python runtime absent ({missing}); run scripts/setup_local_llm.sh")
-    if not ModelStore().status(CATALOG["local-small"]).present:
-        pytest.skip("local-small model not in the cache; run scripts/setup_local_llm.sh")
-
-
-def test_every_generated_grammar_is_parsed_by_llama_cpp():
-    _require_model()
+def test_every_generated_grammar_is_parsed_by_llama_cpp(local_small_model):
     out = _drive("grammars", 180)
     assert out["control_rejected"], "the grammar check must reject an undefined rule"
     assert out["rejected"] == []
@@ -43,8 +29,7 @@ def test_every_generated_grammar_is_parsed_by_llama_cpp():
 
 
 @pytest.mark.local_model
-def test_react_spec_agent_end_to_end_on_local_model():
-    _require_model()
+def test_react_spec_agent_end_to_end_on_local_model(local_small_model):
     out = _drive("react", 900)
     mon = out["monitor"]
     # with per-turn grammars the model cannot leave the spec: a complete, accepted run

@@ -6,7 +6,6 @@ and (for the PASS episode) when no MariaDB server binary is installed.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import shutil
@@ -25,21 +24,8 @@ def _drive(scenario: str, timeout: int) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _require_model() -> None:
-    from stateflow.backends.local import CATALOG, ModelStore, runtime_available
-
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python is not installed; run scripts/setup_local_llm.sh")
-    missing = runtime_available()
-    if missing:
-        pytest.skip(f"llama-cpp-python runtime absent ({missing}); run scripts/setup_local_llm.sh")
-    if not ModelStore().status(CATALOG["local-small"]).present:
-        pytest.skip("local-small model not in the cache; run scripts/setup_local_llm.sh")
-
-
 @pytest.mark.local_model
-def test_local_scorer_matches_a_full_logits_reference():
-    _require_model()
+def test_local_scorer_matches_a_full_logits_reference(local_small_model):
     out = _drive("scorer", 600)
     assert all(n > 0 for n in out["lengths"])
     assert out["max_abs_diff"] < 1e-4, out  # same model, tokens and batch layout: the same numbers
@@ -49,8 +35,7 @@ def test_local_scorer_matches_a_full_logits_reference():
 
 
 @pytest.mark.local_model
-def test_pass_episode_end_to_end_on_local_model():
-    _require_model()
+def test_pass_episode_end_to_end_on_local_model(local_small_model):
     if shutil.which("mariadbd") is None and shutil.which("mysqld") is None:
         pytest.skip("no MariaDB/MySQL server binary: run scripts/setup.sh (installs mariadb-server)")
     out = _drive("pass", 900)

@@ -14,19 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from stateflow.backends.local import CATALOG, ModelStore, runtime_available
-
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_real_model_runs_pdoctor_with_react_and_the_planning_flow(tmp_path):
-    missing = runtime_available()
-    if missing:
-        pytest.skip(f"llama-cpp-python runtime absent ({missing}); run scripts/setup_local_llm.sh")
-    if not ModelStore().status(CATALOG["local-small"]).present:
-        pytest.skip("local-small model not in the cache; run scripts/setup_local_llm.sh")
+def test_real_model_runs_pdoctor_with_react_and_the_planning_flow(tmp_path, local_small_model):
     out = tmp_path / "run"
     args = ["run", "pdoctor", "--method", "react,stateflow", "--n", "1", "--actions", "3:3", "--sentences", "2:2"]
     args += ["--seed", "4", "--model", "local-small", "--out", str(out), "--no-progress"]

@@ -20,7 +20,6 @@ from stateflow.tasks.sql_grammar import (
 )
 
 from stateflow import LLM, Context
-from stateflow.backends.local import CATALOG, ModelStore, runtime_available
 from tests.backends.local.gbnf_parse import unparsable
 
 TABLES = ["orchestra", "performance"]
@@ -123,15 +122,9 @@ print(json.dumps(out))
 
 @pytest.mark.local_model
 @pytest.mark.slow
-def test_a_real_model_under_the_grammar_cannot_write_a_column_that_does_not_exist():
-    missing = runtime_available()
-    if missing:
-        pytest.skip(f"llama-cpp-python runtime absent ({missing}); run scripts/setup_local_llm.sh")
-    status = ModelStore().status(CATALOG["local-small"])
-    if not status.present:
-        pytest.skip("local-small model not in the cache; run scripts/setup_local_llm.sh")
+def test_a_real_model_under_the_grammar_cannot_write_a_column_that_does_not_exist(local_small_model):
     proc = subprocess.run(
-        [sys.executable, "-c", _COPY, str(status.path), json.dumps([TABLES, COLUMNS])],
+        [sys.executable, "-c", _COPY, str(local_small_model), json.dumps([TABLES, COLUMNS])],
         capture_output=True,
         text=True,
         timeout=600,
