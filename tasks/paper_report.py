@@ -21,6 +21,7 @@ from typing import Any
 
 from stateflow.tasks.doc_sections import SectionMarkers, check_section, write_section
 from stateflow.tasks.metrics import summarize, tokens_by_state
+from stateflow.tasks.paired import sign_test_p
 from stateflow.tasks.paper import PairOutcome, PaperBenchmark
 from stateflow.tasks.report import PointStyle, plot_success, plot_tokens_by_state
 from stateflow.tasks.samples import SAMPLE_NAMES, SAMPLE_SIZES, SEED, STRATA
@@ -261,17 +262,23 @@ def _ablation_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str
 
 
 def _ablation_delta(o: PairOutcome, base: str, ablation: str) -> str:
-    """`` (+1.4)``: the ablation's success minus its full flow's, on the tasks both finished
-    (named while they differ from the full sample: a partial ablation is compared with its flow
-    on its own tasks, not with the flow's whole-sample score); "" when either has no records."""
+    """`` (+1.4; 3 won, 2 lost, p = 1.00)``: the ablation's success minus its full flow's, on the
+    tasks both finished (named while they differ from the full sample: a partial ablation is
+    compared with its flow on its own tasks, not with the flow's whole-sample score), then the
+    tasks only the ablation solved (won), only the flow solved (lost) and the two-sided sign test
+    of that split (:func:`~stateflow.tasks.paired.sign_test_p`); "" when either has no records."""
     done = {m: _solved(o, m) for m in (base, ablation)}
     common = done[base].keys() & done[ablation].keys()
     if not common:
         return ""
-    diff = 100 * sum(done[ablation][t] - done[base][t] for t in common) / len(common)
+    won = sum(done[ablation][t] and not done[base][t] for t in common)
+    lost = sum(done[base][t] and not done[ablation][t] for t in common)
+    diff = 100 * (won - lost) / len(common)
+    # won/lost and the sign test say whether the difference is more than the noise of a small sample
+    paired = f"{won} won, {lost} lost, p = {sign_test_p(won, lost):.2f}"
     if len(common) == len(done[base]) == len(done[ablation]):
-        return f" ({diff:+.1f})"
-    return f" ({diff:+.1f} on the same {len(common)} tasks)"
+        return f" ({diff:+.1f}; {paired})"
+    return f" ({diff:+.1f} on the same {len(common)} tasks; {paired})"
 
 
 def _solved(o: PairOutcome, method: str) -> dict[int, bool]:
@@ -331,7 +338,13 @@ def results_section(
             lines += _paired_table(bench, o)
         ablations = _ablation_table(bench, pairs)
         if ablations:
-            lines += ["", "Ablations (success %; in brackets: points vs the full flow):", "", *ablations]
+            lines += [
+                "",
+                "Ablations (success %; in brackets: points vs the full flow on the tasks both finished, tasks won "
+                "and lost against it, and the sign test's p):",
+                "",
+                *ablations,
+            ]
         for o in pairs:
             if o.error:
                 lines += ["", f"{bench.name} x {o.model.name} crashed: `{o.error.splitlines()[0][:300]}`"]
