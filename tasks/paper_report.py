@@ -262,7 +262,7 @@ def _ablation_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str
 
 
 def _ablation_delta(o: PairOutcome, base: str, ablation: str) -> str:
-    """`` (+1.4; 3 won, 2 lost, p = 1.00)``: the ablation's success minus its full flow's, on the
+    """`` (+1.4; 3 won, 2 lost, p = 1)``: the ablation's success minus its full flow's, on the
     tasks both finished (named while they differ from the full sample: a partial ablation is
     compared with its flow on its own tasks, not with the flow's whole-sample score), then the
     tasks only the ablation solved (won), only the flow solved (lost) and the two-sided sign test
@@ -275,7 +275,7 @@ def _ablation_delta(o: PairOutcome, base: str, ablation: str) -> str:
     lost = sum(done[base][t] and not done[ablation][t] for t in common)
     diff = 100 * (won - lost) / len(common)
     # won/lost and the sign test say whether the difference is more than the noise of a small sample
-    paired = f"{won} won, {lost} lost, p = {sign_test_p(won, lost):.2f}"
+    paired = f"{won} won, {lost} lost, p = {sign_test_p(won, lost):.2g}"
     if len(common) == len(done[base]) == len(done[ablation]):
         return f" ({diff:+.1f}; {paired})"
     return f" ({diff:+.1f} on the same {len(common)} tasks; {paired})"

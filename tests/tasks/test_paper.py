@@ -190,7 +190,7 @@ def test_an_incomplete_pair_shows_done_over_total_never_a_final_number(tmp_path)
     assert "| `stateflow_no_verify` | 0.0 | 3 | 200 | 10 | 3.0 | 1 |" in section
     assert "| `sf_agent` |  | 0/3 (incomplete) |  |  |  |  |" in section
     assert (
-        "| `stateflow` | x | 50.0 [2/3, incomplete] | 0.0 (-50.0 on the same 2 tasks; 0 won, 1 lost, p = 1.00) |"
+        "| `stateflow` | x | 50.0 [2/3, incomplete] | 0.0 (-50.0 on the same 2 tasks; 0 won, 1 lost, p = 1) |"
         in section
     )
     assert "| `stateflow` | y | not run |" in section
@@ -272,12 +272,12 @@ def test_a_partial_ablation_is_compared_with_its_flow_on_the_tasks_it_finished(t
     section = results_section([outcome], command="c", tasks="dev", date="d", images=[])
     # not 0 - 50: on tasks 0 and 2 the full flow solved both
     assert (
-        "| `stateflow` | x | 50.0 | 0.0 [2/4, incomplete] (-100.0 on the same 2 tasks; 0 won, 2 lost, p = 0.50) |"
+        "| `stateflow` | x | 50.0 | 0.0 [2/4, incomplete] (-100.0 on the same 2 tasks; 0 won, 2 lost, p = 0.5) |"
         in section
     )
     done = records + [_record("stateflow_no_verify", t, t == 3) for t in (3, 4)]
     section = results_section([replace(outcome, records=done)], command="c", tasks="dev", date="d", images=[])
-    assert "| `stateflow` | x | 50.0 | 25.0 (-25.0; 1 won, 2 lost, p = 1.00) |" in section
+    assert "| `stateflow` | x | 50.0 | 25.0 (-25.0; 1 won, 2 lost, p = 1) |" in section
 
 
 def test_the_ablation_plot_draws_a_partial_group_on_the_tasks_all_its_bars_finished(tmp_path):
