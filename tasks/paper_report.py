@@ -21,7 +21,7 @@ from typing import Any
 
 from stateflow.tasks.doc_sections import SectionMarkers, check_section, write_section
 from stateflow.tasks.metrics import summarize, tokens_by_state
-from stateflow.tasks.paired import sign_test_p
+from stateflow.tasks.paired import compare
 from stateflow.tasks.paper import PairOutcome, PaperBenchmark
 from stateflow.tasks.report import PointStyle, plot_success, plot_tokens_by_state
 from stateflow.tasks.samples import SAMPLE_NAMES, SAMPLE_SIZES, SEED, STRATA
@@ -266,19 +266,17 @@ def _ablation_delta(o: PairOutcome, base: str, ablation: str) -> str:
     tasks both finished (named while they differ from the full sample: a partial ablation is
     compared with its flow on its own tasks, not with the flow's whole-sample score), then the
     tasks only the ablation solved (won), only the flow solved (lost) and the two-sided sign test
-    of that split (:func:`~stateflow.tasks.paired.sign_test_p`); "" when either has no records."""
-    done = {m: _solved(o, m) for m in (base, ablation)}
-    common = done[base].keys() & done[ablation].keys()
-    if not common:
+    of that split (:func:`~stateflow.tasks.paired.compare`, as ``stateflow compare`` gives them);
+    "" when either has no records."""
+    c = compare(*([r for r in o.records if r.method == m] for m in (base, ablation)))
+    if not c.tasks:
         return ""
-    won = sum(done[ablation][t] and not done[base][t] for t in common)
-    lost = sum(done[base][t] and not done[ablation][t] for t in common)
-    diff = 100 * (won - lost) / len(common)
+    diff = 100 * (c.won - c.lost) / len(c.tasks)
     # won/lost and the sign test say whether the difference is more than the noise of a small sample
-    paired = f"{won} won, {lost} lost, p = {sign_test_p(won, lost):.2g}"
-    if len(common) == len(done[base]) == len(done[ablation]):
+    paired = f"{c.won} won, {c.lost} lost, p = {c.p_value:.2g}"
+    if c.only_baseline == c.only_candidate == 0:
         return f" ({diff:+.1f}; {paired})"
-    return f" ({diff:+.1f} on the same {len(common)} tasks; {paired})"
+    return f" ({diff:+.1f} on the same {len(c.tasks)} tasks; {paired})"
 
 
 def _solved(o: PairOutcome, method: str) -> dict[int, bool]:
