@@ -71,6 +71,7 @@ _VOTE_NAMES = {**_PROMPT_VOTE, "schema_grammar": True}
 _VOTE_SHOTS = {**_PROMPT_VOTE, "solve_examples": True}  # Solve shows four worked one-line answers
 _VOTE_FEWEST = {**_PROMPT_VOTE, "fewest_tables": True}  # Solve: join a table only for a column the others lack
 _VOTE_SIMILAR = {**_PROMPT_VOTE, "similar_examples": 3}  # Init shows 3 solved questions like this one
+_VOTE_QUESTION_LAST = {**_PROMPT_VOTE, "question_last": True}  # Init repeats the question after the schema
 
 #: the SQL variant ``stateflow demo`` runs with local models: the best flow measured on the
 #: development sample (docs/results.md, "Levers on the development sample")
@@ -106,6 +107,7 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
     "_vote_shots": _VOTE_SHOTS,
     "_vote_fewest": _VOTE_FEWEST,
     "_vote_similar": _VOTE_SIMILAR,
+    "_vote_question_last": _VOTE_QUESTION_LAST,
     "_vote": {**_TUNED, "vote": 5},  # Solve votes over 5 statements run read-only
 }
 

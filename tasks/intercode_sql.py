@@ -53,6 +53,7 @@ from stateflow.tasks.tools import (
     env_done,
     execute,
     repeats_last_action,
+    restate_question,
     statement_is,
     strip_values,
     submit,
@@ -76,6 +77,7 @@ __all__ = [
     "submit_on_success",
     "with_answer_vote",
     "with_levers",
+    "with_question_last",
     "with_schema",
     "with_schema_grammar",
     "with_similar_examples",
@@ -290,6 +292,23 @@ def with_similar_examples(flow: Flow, k: int = 3) -> Flow:
     if not any(isinstance(o, Tool) and o.name.startswith("describe_schema") for o in init.outputs):
         raise ValueError(f"with_similar_examples: flow {flow.name!r} does not list its schema in {init.name}")
     return flow.variant(flow.name, replace=[init.with_outputs(*init.outputs, similar_examples(k))])
+
+
+def with_question_last(flow: Flow) -> Flow:
+    """Init repeats the question after the schema listing (:func:`~stateflow.tasks.tools.restate_question`),
+    so it is the last thing the model reads before it answers; not the paper's flow.
+
+    Why: the question is the task prompt, sent first; with the schema listed in Init, about
+    1,000 tokens of tables and values stand between it and the answer. Text-to-SQL prompts for
+    code models usually put the question after the schema. Costs ~20 prompt tokens per call.
+
+    Raises:
+        ValueError: the flow does not list its schema in Init.
+    """
+    init = flow.states[flow.initial]
+    if not any(isinstance(o, Tool) and o.name.startswith("describe_schema") for o in init.outputs):
+        raise ValueError(f"with_question_last: flow {flow.name!r} does not list its schema in {init.name}")
+    return flow.variant(flow.name, replace=[init.with_outputs(*init.outputs, restate_question())])
 
 
 def with_solve_examples(flow: Flow) -> Flow:
@@ -619,6 +638,7 @@ def build_sql_flow(
     solve_examples: bool = False,
     similar_examples: int = 0,
     fewest_tables: bool = False,
+    question_last: bool = False,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -665,6 +685,8 @@ def build_sql_flow(
             that ran on the development sample, 9 join a table the question does not need
             (docs/results.md, "Two more votes"); a worked example and a Thought line both made
             the model join more, so whether a plain rule makes it join less is measured.
+        question_last: Init repeats the question after the schema listing
+            (:func:`with_question_last`; needs ``schema``).
         name: the flow's name (by default ``intercode-sql[-schema]`` plus ``-no-<state>`` for
             each state switched off, in the order observe, verify, error).
 
@@ -709,6 +731,10 @@ def build_sql_flow(
                 "similar_examples needs schema=True and thoughts=False (its examples are one-line answers)"
             )
         flow = with_similar_examples(flow, k=similar_examples)
+    if question_last:
+        if not schema:
+            raise ValueError("question_last needs schema=True (it repeats the question after the schema listing)")
+        flow = with_question_last(flow)
     if schema_grammar and not schema:
         raise ValueError("schema_grammar needs schema=True (the grammar's names are the listing's)")
     if schema_grammar and grammar:
