@@ -151,7 +151,7 @@ def build_oneshot(
     domain: str,
     *,
     fmt: ObservationFormat,
-    setup: Tool | None = None,
+    setup: Tool | tuple[Tool, ...] | None = None,
     grammar: bool = False,
     rebind: bool = False,
     thought: bool = True,
@@ -162,7 +162,8 @@ def build_oneshot(
     Args:
         domain: the prompts folder (``prompts/<domain>/oneshot.md`` is the instruction).
         fmt: how the action's observation is shown (it is recorded; the model never reads it).
-        setup: a tool run first without an LLM call (for SQL, :func:`~stateflow.tasks.tools.describe_schema`).
+        setup: a tool (or tools, in order) run first without an LLM call (for SQL,
+            :func:`~stateflow.tasks.tools.describe_schema`).
         grammar: constrain the reply with the Thought/Action grammar.
         rebind: SQL: columns read through the wrong alias are re-bound before the statement runs
             (see :func:`~stateflow.tasks.tools.execute`).
@@ -188,7 +189,8 @@ def build_oneshot(
     )
     done = State("Submit", submit(), description="submit the result (no LLM call)")
     end = State("End", final=True)
-    first = [State("Setup", setup, description="show the context (no LLM call)")] if setup is not None else []
+    setups = setup if isinstance(setup, tuple) else (setup,) if setup is not None else ()
+    first = [State("Setup", *setups, description="show the context (no LLM call)")] if setups else []
     return Flow(
         f"{domain}-oneshot" + ("-rebind" if rebind else ""),
         initial=first[0] if first else answer,

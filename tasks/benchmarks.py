@@ -8,6 +8,7 @@ imported when first opened, so listing methods or drawing a flow needs no MariaD
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from stateflow.envs.base import Environment, Task
 from stateflow.tasks.baselines import build_oneshot
@@ -19,7 +20,7 @@ from stateflow.tasks.pdoctor import build_planning_flow, build_react_flow, datas
 from stateflow.tasks.prompts import PROMPTS_DIR
 from stateflow.tasks.spec_prompts import BASH_SPEC_DOMAIN, SQL_SPEC_DOMAIN
 from stateflow.tasks.sql_repair import build_answer_repair
-from stateflow.tasks.tools import ObservationFormat, describe_schema
+from stateflow.tasks.tools import ObservationFormat, describe_schema, restate_question
 
 from stateflow import Flow, StateFlowView
 from stateflow.vote import Vote
@@ -112,40 +113,48 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
 }
 
 
-# Not the paper's: one-shot levers measured on the development sample (docs/results.md, issue 15).
-# suffix, schema as CREATE TABLE lines, foreign keys in the schema, Thought line, Vote k (0: none),
-# example values per text column (0: none), description
-_SQL_ONESHOTS = (
-    ("_rebind", False, False, True, 0, 0, "One-shot whose statement has wrongly aliased columns re-bound"),
-    ("_keys", False, True, True, 0, 0, "oneshot_rebind with the foreign keys listed under the schema"),
-    ("_direct", False, False, False, 0, 0, "oneshot_rebind answering with the statement only (no Thought)"),
-    ("_direct_ddl", True, False, False, 0, 0, "oneshot_direct with the schema as CREATE TABLE lines"),
-    (
-        "_vote",
-        False,
-        False,
-        True,
-        5,
-        0,
-        "oneshot_rebind choosing among 5 replies (greedy + 4 sampled) by their results",
-    ),
-    ("_direct_vote", False, False, False, 5, 0, "oneshot_direct choosing among 5 replies (greedy + 4 sampled)"),
-    ("_direct_values", False, False, False, 0, 3, "oneshot_direct with 3 frequent values of each text column"),
-)
+@dataclass(frozen=True)
+class _OneShot:
+    """A one-shot lever measured on the development sample (docs/results.md, issue 15); not the paper's."""
 
+    suffix: str
+    about: str
+    ddl: bool = False  # the schema as CREATE TABLE lines
+    keys: bool = False  # the foreign keys under the schema
+    thought: bool = True  # a Thought line before the action
+    k: int = 0  # Vote over k replies (0: none)
+    values: int = 0  # example values per text column (0: none)
+    question_last: bool = False  # the question repeated after the schema
 
-def _sql_oneshot(ddl: bool, keys: bool, thought: bool, k: int, values: int) -> Callable[[bool], Flow]:
-    def build(grammar: bool) -> Flow:
+    def build(self, grammar: bool) -> Flow:
         vote = None
-        if k:
+        if self.k:
             from stateflow.envs.sql.readonly import EpisodeReader  # here: listing methods needs no MySQL driver
             from stateflow.tasks.sql_rebind import RebindingExecutor
 
-            vote = Vote(executed_statement, RebindingExecutor(EpisodeReader()), k=k, greedy_first=True)
-        setup = describe_schema(keys=keys, ddl=ddl, values=values)
-        return build_oneshot("sql", fmt=_SQL_FMT, setup=setup, grammar=grammar, rebind=True, thought=thought, vote=vote)
+            vote = Vote(executed_statement, RebindingExecutor(EpisodeReader()), k=self.k, greedy_first=True)
+        setup = describe_schema(keys=self.keys, ddl=self.ddl, values=self.values)
+        setups = (setup, restate_question()) if self.question_last else (setup,)
+        return build_oneshot(
+            "sql", fmt=_SQL_FMT, setup=setups, grammar=grammar, rebind=True, thought=self.thought, vote=vote
+        )
 
-    return build
+
+_SQL_ONESHOTS = (
+    _OneShot("_rebind", "One-shot whose statement has wrongly aliased columns re-bound"),
+    _OneShot("_keys", "oneshot_rebind with the foreign keys listed under the schema", keys=True),
+    _OneShot("_direct", "oneshot_rebind answering with the statement only (no Thought)", thought=False),
+    _OneShot("_direct_ddl", "oneshot_direct with the schema as CREATE TABLE lines", ddl=True, thought=False),
+    _OneShot("_vote", "oneshot_rebind choosing among 5 replies (greedy + 4 sampled) by their results", k=5),
+    _OneShot("_direct_vote", "oneshot_direct choosing among 5 replies (greedy + 4 sampled)", thought=False, k=5),
+    _OneShot("_direct_values", "oneshot_direct with 3 frequent values of each text column", thought=False, values=3),
+    _OneShot(
+        "_direct_question_last",
+        "oneshot_direct with the question repeated after the schema",
+        thought=False,
+        question_last=True,
+    ),
+)
 
 
 def _sql_flow(switches: dict[str, bool | int]) -> Callable[[bool], Flow]:
@@ -166,10 +175,7 @@ INTERCODE_SQL = Benchmark(
     methods={
         **{k: v for suffix, sw in _SQL_VARIANTS.items() for k, v in stateflow_methods(suffix, _sql_flow(sw)).items()},
         **baseline_methods("sql", _SQL_FMT, setup=describe_schema),
-        **{
-            f"oneshot{suffix}": Method(f"oneshot{suffix}", _sql_oneshot(ddl, keys, thought, k, n), StateFlowView, about)
-            for suffix, ddl, keys, thought, k, n, about in _SQL_ONESHOTS
-        },
+        **{f"oneshot{o.suffix}": Method(f"oneshot{o.suffix}", o.build, StateFlowView, o.about) for o in _SQL_ONESHOTS},
         "answer_repair": Method(
             "answer_repair",
             lambda g: build_answer_repair(fmt=_SQL_FMT, grammar=g),

@@ -51,3 +51,17 @@ def test_every_voted_answer_reads_the_question_after_the_schema(sql_env):
         assert last.endswith(f"Question: {task.query}")  # nothing between the question and the answer
         prompt = "\n".join(m["content"] for m in request["messages"])
         assert prompt.index("Tables and their columns") < prompt.rindex(f"Question: {task.query}")
+
+
+def test_the_one_shot_reads_the_question_between_the_schema_and_its_instruction(sql_env):
+    flow, view = build_method("oneshot_direct_question_last", default_registry().get("intercode-sql"), grammar=True)
+    assert [o.name for o in flow.states["Setup"].outputs] == ["describe_schema", "restate_question"]
+    sql_env.reset(1)
+    task = sql_env.task(1)
+    with FakeOpenAIServer(lambda *a: f"Action: execute[{task.gold}]") as srv:
+        profile = ModelProfile(name="lc", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
+        r = run(flow, task.query, models=profile, env=sql_env, vars={"max_turns": 10}, view=view)
+    assert episode_vars(r).reward == 1.0 and len(srv.requests) == 1
+    prompt = "\n".join(m["content"] for m in srv.requests[0]["messages"])
+    schema, question = prompt.index("Tables and their columns"), prompt.rindex(f"Question: {task.query}")
+    assert schema < question < prompt.index("Answer YOUR question with one SELECT")
