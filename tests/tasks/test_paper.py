@@ -51,7 +51,8 @@ def test_the_default_comparison_is_the_papers_and_every_method_exists_where_it_i
     assert [b.name for b in PAPER_BENCHMARKS] == ["intercode-sql", "intercode-bash"]
     assert PAPER_MODELS == ("local", "local-small")
     ablations = [f"{v}_no_{p}" for v in ("stateflow", "sf_agent") for p in ("observe", "verify", "error")]
-    bars, best = ["oneshot", "oneshot_direct"], ["sf_agent_prompt_vote", "sf_agent_values", "sf_agent_hint"]
+    bars = ["oneshot", "oneshot_direct"]
+    best = ["sf_agent_vote_question_last", "sf_agent_prompt_vote", "sf_agent_values", "sf_agent_hint"]
     assert list(SQL.all_methods) == ["stateflow", "sf_agent", *BASELINES, *bars, *ablations, *best]
     assert list(BASH.all_methods) == ["stateflow", "sf_agent", *BASELINES, "oneshot"]
     for b in PAPER_BENCHMARKS:
@@ -66,6 +67,7 @@ def test_a_best_flow_named_in_the_constant_is_run_and_headlined():
         "react",
         "stateflow",
         "sf_agent",
+        "sf_agent_vote_question_last",
         "sf_agent_prompt_vote",
         "sf_agent_values",
         "sf_agent_hint",
