@@ -128,7 +128,10 @@ class ModelProfile:
         api_key_env: environment variable that holds the API key (never the key itself).
         temperature, max_tokens, stop: sampling settings sent with every request.
         price_per_1k: dollars per 1,000 (prompt, completion) tokens; used for cost accounting.
-        extra_body: further request fields sent verbatim (e.g. ``{"top_k": 20}``).
+        extra_body: further request fields sent verbatim (e.g. ``{"top_k": 20}``). Note that
+            llama-cpp-python's server, the embedded model's too, applies ``repeat_penalty`` 1.1
+            to a request that does not set one, greedy or not; ``{"repeat_penalty": 1.0}``
+            turns it off (measured on SQL with the 1.5B model: no effect, docs/results.md).
         timeout: seconds to wait for one response.
         max_retries: retries of a failed request (timeouts, 429, 5xx, refused connections),
             with exponential back-off, before the call fails with ``LLMError``.
