@@ -113,6 +113,9 @@ _SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
 }
 
 
+_SQL_FMT = ObservationFormat(full_schema=True)
+
+
 @dataclass(frozen=True)
 class _OneShot:
     """A one-shot lever measured on the development sample (docs/results.md, issue 15); not the paper's."""
@@ -163,8 +166,6 @@ def _sql_flow(switches: dict[str, bool | int]) -> Callable[[bool], Flow]:
 
     return build
 
-
-_SQL_FMT = ObservationFormat(full_schema=True)
 
 INTERCODE_SQL = Benchmark(
     name="intercode-sql",

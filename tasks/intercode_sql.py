@@ -271,6 +271,18 @@ def without_examples(flow: Flow) -> Flow:
     return flow.variant(flow.name, replace=replaced)
 
 
+def _schema_listing_init(flow: Flow, who: str) -> State:
+    """The flow's initial state, which must list the schema (a ``describe_schema`` tool).
+
+    Raises:
+        ValueError: it does not; the message starts with ``who``.
+    """
+    init = flow.states[flow.initial]
+    if not any(isinstance(o, Tool) and o.name.startswith("describe_schema") for o in init.outputs):
+        raise ValueError(f"{who}: flow {flow.name!r} does not list its schema in {init.name}")
+    return init
+
+
 def with_similar_examples(flow: Flow, k: int = 3) -> Flow:
     """Init also shows ``k`` solved questions built like the episode's, from other databases, as
     one-line answers (:func:`~stateflow.tasks.sql_examples.similar_examples`); not the paper's flow.
@@ -288,9 +300,7 @@ def with_similar_examples(flow: Flow, k: int = 3) -> Flow:
     """
     from stateflow.tasks.sql_examples import similar_examples
 
-    init = flow.states[flow.initial]
-    if not any(isinstance(o, Tool) and o.name.startswith("describe_schema") for o in init.outputs):
-        raise ValueError(f"with_similar_examples: flow {flow.name!r} does not list its schema in {init.name}")
+    init = _schema_listing_init(flow, "with_similar_examples")
     return flow.variant(flow.name, replace=[init.with_outputs(*init.outputs, similar_examples(k))])
 
 
@@ -301,13 +311,14 @@ def with_question_last(flow: Flow) -> Flow:
     Why: the question is the task prompt, sent first; with the schema listed in Init, about
     1,000 tokens of tables and values stand between it and the answer. Text-to-SQL prompts for
     code models usually put the question after the schema. Costs ~20 prompt tokens per call.
+    Measured on the best flow (``sf_agent_vote_question_last``): 61 -> 66 % on the development
+    sample, 55 -> 59 % held out, 39 -> 48 % on the 0.5B model (docs/results.md, "The question
+    after the schema").
 
     Raises:
         ValueError: the flow does not list its schema in Init.
     """
-    init = flow.states[flow.initial]
-    if not any(isinstance(o, Tool) and o.name.startswith("describe_schema") for o in init.outputs):
-        raise ValueError(f"with_question_last: flow {flow.name!r} does not list its schema in {init.name}")
+    init = _schema_listing_init(flow, "with_question_last")
     return flow.variant(flow.name, replace=[init.with_outputs(*init.outputs, restate_question())])
 
 
@@ -397,9 +408,7 @@ def with_schema_grammar(flow: Flow) -> Flow:
         ValueError: the flow does not list its schema first (no ``describe_schema`` Init: the
             grammar would have no names), or no output has a grammar to bind (grammar off).
     """
-    init = flow.states[flow.initial]
-    if not any(isinstance(o, Tool) and o.name.startswith("describe_schema") for o in init.outputs):
-        raise ValueError(f"with_schema_grammar: flow {flow.name!r} does not list its schema in {init.name}")
+    _schema_listing_init(flow, "with_schema_grammar")  # raises when Init lists no schema
     replaced = []
     for state in flow.states.values():
         outs = [

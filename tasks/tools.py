@@ -297,21 +297,21 @@ action_failed: Condition = meta_is("ok", False, name="action failed")
 """The last action did not execute (upstream's ``action_executed`` is False) or was malformed."""
 
 
-def restate_question(*, label: str = "Question") -> Tool:
+def restate_question() -> Tool:
     """A tool that repeats the episode's question (``Question: ...``), so it can follow a long
     observation such as the schema listing.
 
-    No LLM call, no environment action and no turn: like :func:`describe_schema` it is the
-    flow's own set-up. Why: the task prompt comes first, so after a schema of ~1,000 tokens the
-    question is the farthest thing from where a small model writes its answer; whether having
-    it next to the answer helps is measured (docs/results.md, issue 15).
+    No LLM call, no environment action and no turn. Why: the task prompt comes first, so after
+    a schema of ~1,000 tokens the question is the farthest thing from where a small model writes
+    its answer; with it repeated there the best SQL flow gained 5 points (docs/results.md,
+    "The question after the schema").
     """
 
     def run_restate(ctx: Context) -> ToolResult:
         task = getattr(ctx.env, "current_task", None)
         if task is None:
             raise RuntimeError("restate_question needs an environment with a current task: run(..., env=ENV)")
-        return ToolResult(f"{label}: {task.query}", Observation(ok=True).meta())
+        return ToolResult(f"Question: {task.query}", Observation(ok=True).meta())
 
     return Tool(run_restate, "restate_question")
 
