@@ -189,7 +189,7 @@ def build_oneshot(
     )
     done = State("Submit", submit(), description="submit the result (no LLM call)")
     end = State("End", final=True)
-    setups = setup if isinstance(setup, tuple) else (setup,) if setup is not None else ()
+    setups = (setup,) if isinstance(setup, Tool) else setup or ()
     first = [State("Setup", *setups, description="show the context (no LLM call)")] if setups else []
     return Flow(
         f"{domain}-oneshot" + ("-rebind" if rebind else ""),
