@@ -36,6 +36,7 @@ from stateflow.tasks.tools import (
 )
 
 from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolResult, Transition, meta_is
+from stateflow.stable_id import stable_id
 from stateflow.vote import Vote
 
 __all__ = ["build_oneshot", "build_plan_solve", "build_react", "build_try_again"]
@@ -98,6 +99,7 @@ def build_plan_solve(domain: str, *, fmt: ObservationFormat, grammar: bool = Fal
 def _execute_and_score(fmt: ObservationFormat) -> Tool:
     plain = execute(fmt=fmt).fn
 
+    @stable_id("stateflow.tasks.baselines._execute_and_score.<locals>.run")
     def run(ctx: Context) -> ToolResult:
         last = ctx.history.last(Kind.LLM)
         if last is not None and parse_action(last.content).kind == "submit":

@@ -9,6 +9,7 @@ from __future__ import annotations
 from stateflow.tasks.blackboard import EpisodeVars
 
 from stateflow import Context
+from stateflow.stable_id import stable_id
 
 __all__ = ["ACTION_GBNF", "ACTION_ONLY_GBNF", "EXECUTE_ONLY_GBNF", "THOUGHT_ACTION_GBNF", "describe_table_grammar"]
 
@@ -56,6 +57,7 @@ def _gbnf_literal(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+@stable_id("stateflow.tasks.grammar.describe_table_grammar")
 def describe_table_grammar(ctx: Context) -> str:
     """Thought line, then ``execute[DESC <table>]`` for a table the environment listed.
 

@@ -38,12 +38,14 @@ from stateflow.envs.base import Environment
 
 from stateflow import Flow, ModelAssignment, ModelProfile
 from stateflow.outputs import LLM, Prompt, Tool
+from stateflow.stable_id import has_stable_id, id_of
 
 __all__ = [
     "IDENTITY_VERSION",
     "RUN_WIDE_FIELDS",
     "EpisodeIdentity",
     "FieldDifference",
+    "callables_without_stable_id",
     "dataset_fingerprint",
     "differences",
     "flow_fingerprint",
@@ -67,42 +69,44 @@ def _sha256(obj: Any) -> str:
 
 
 def _callable_name(fn: Callable[..., Any] | None) -> str | None:
-    # A function's qualified name is stable across processes; its closure values are not
-    # hashable in general, so a flow's callables are identified by name.
-    if fn is None:
-        return None
-    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+    # A callable's code and closure values are not hashable in general, so a flow's callables
+    # are identified by name: their stable id (stateflow.stable_id), which survives a move to
+    # another module, or for a user's undecorated callable its qualified name.
+    return None if fn is None else id_of(fn)
 
 
-def _grammar_name(grammar: str | Callable[..., Any] | None) -> str | None:
+_Namer = Callable[[Any], "str | None"]  # how the payload names a callable (None stays None)
+
+
+def _grammar_name(grammar: str | Callable[..., Any] | None, name: _Namer) -> str | None:
     """A text grammar as it is; a grammar function by name (as every callable here)."""
-    return grammar if isinstance(grammar, str) or grammar is None else _callable_name(grammar)
+    return grammar if isinstance(grammar, str) or grammar is None else name(grammar)
 
 
-def _output(out: Prompt | LLM | Tool) -> dict[str, Any]:
+def _output(out: Prompt | LLM | Tool, name: _Namer) -> dict[str, Any]:
     if isinstance(out, Prompt):
         return {"prompt": out.text}
     if isinstance(out, LLM):
-        grammar = _grammar_name(out.grammar)
+        grammar = _grammar_name(out.grammar, name)
         return {
             "llm": out.profile,
             "grammar": grammar,
             "regex": out.regex,
             "stop": list(out.stop),
-            "retry_when": _callable_name(out.retry_when),
+            "retry_when": name(out.retry_when),
             "retry_temperature": out.retry_temperature,
-            **_levers(out),
+            **_levers(out, name),
         }
-    return {"tool": out.name, "fn": _callable_name(out.fn)}
+    return {"tool": out.name, "fn": name(out.fn)}
 
 
-def _levers(out: LLM) -> dict[str, Any]:
+def _levers(out: LLM, name: _Namer) -> dict[str, Any]:
     """The optional reply levers, only when set: flows without them keep their fingerprints."""
     levers: dict[str, Any] = {}
     if out.guard is not None:
         g = out.guard
         levers["guard"] = {
-            "parse": _callable_name(g.parse),
+            "parse": name(g.parse),
             "temperatures": list(g.temperatures),
             "note": g.note,
             "max_observation_chars": g.max_observation_chars,
@@ -113,8 +117,8 @@ def _levers(out: LLM) -> dict[str, Any]:
     if out.vote is not None:
         v = out.vote
         levers["vote"] = {
-            "parse": _callable_name(v.parse),
-            "executor": _callable_name(v.executor),
+            "parse": name(v.parse),
+            "executor": name(v.executor),
             "k": v.k,
             "temperature": v.temperature,
             "seed": v.seed,
@@ -126,8 +130,8 @@ def _levers(out: LLM) -> dict[str, Any]:
                     "variants": [
                         {
                             "name": x.name,
-                            "rewrite": _callable_name(x.rewrite),
-                            "grammar": _grammar_name(x.grammar),
+                            "rewrite": name(x.rewrite),
+                            "grammar": _grammar_name(x.grammar, name),
                             "sampled": x.sampled,
                         }
                         for x in v.variants
@@ -146,19 +150,39 @@ def flow_fingerprint(flow: Flow) -> str:
     Rules are identified by their printed form (sources, target, condition name) in priority
     order, so reordering rules or renaming a condition changes the fingerprint.
     """
-    return _sha256(
-        {
-            "name": flow.name,
-            "initial": flow.initial,
-            "max_transitions": flow.max_transitions,
-            "system_message": flow.system_message,
-            "states": [
-                {"name": s.name, "final": s.final, "outputs": [_output(o) for o in s.outputs]}
-                for s in flow.states.values()
-            ],
-            "rules": [str(t) for t in flow.transitions],
-        }
-    )
+    return _sha256(_flow_payload(flow, _callable_name))
+
+
+def callables_without_stable_id(flow: Flow) -> list[str]:
+    """The callables in ``flow``'s fingerprint that carry no :func:`~stateflow.stable_id.stable_id`.
+
+    Such a callable is named by where it lives, so moving it changes the fingerprint. Every
+    built-in method's list is empty (tests/tasks/test_golden_identities.py checks it).
+    """
+    missing: list[str] = []
+
+    def name(fn: Any) -> str | None:
+        if fn is not None and not has_stable_id(fn):
+            missing.append(id_of(fn))
+        return _callable_name(fn)
+
+    _flow_payload(flow, name)
+    return missing
+
+
+def _flow_payload(flow: Flow, name: _Namer) -> dict[str, Any]:
+    """What :func:`flow_fingerprint` hashes, with callables named by ``name``."""
+    return {
+        "name": flow.name,
+        "initial": flow.initial,
+        "max_transitions": flow.max_transitions,
+        "system_message": flow.system_message,
+        "states": [
+            {"name": s.name, "final": s.final, "outputs": [_output(o, name) for o in s.outputs]}
+            for s in flow.states.values()
+        ],
+        "rules": [str(t) for t in flow.transitions],
+    }
 
 
 def prompts_fingerprint(folder: Path) -> str:

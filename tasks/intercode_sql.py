@@ -63,6 +63,7 @@ from stateflow.tasks.tools import (
 from stateflow import ANY, LLM, Context, Flow, Prompt, State, Tool, Transition, replies_in
 from stateflow.degenerate import DegenerateCut
 from stateflow.repetition import RepeatGuard, repeated_action
+from stateflow.stable_id import stable_id
 from stateflow.vote import Variant, Vote
 
 __all__ = [
@@ -146,6 +147,7 @@ def sql_flow(
     )
 
 
+@stable_id("stateflow.tasks.intercode_sql.executed_statement")
 def executed_statement(reply: str) -> Hashable | None:
     """The statement a reply would run (``None`` for ``submit`` or a reply without an action)."""
     action = parse_action(reply)
@@ -446,6 +448,7 @@ def submits(ctx: Context, reply: str) -> bool:
     return parse_action(reply).kind == "submit"
 
 
+@stable_id("stateflow.tasks.intercode_sql.submits_or_repeats_last_action")
 def submits_or_repeats_last_action(ctx: Context, reply: str) -> bool:
     """:func:`submits` or :func:`~stateflow.tasks.tools.repeats_last_action`."""
     return submits(ctx, reply) or repeats_last_action(ctx, reply)
@@ -533,6 +536,7 @@ def with_vote(flow: Flow, *, k: int = 5, state: str = "Solve", rebind: bool = Fa
 
 
 @dataclass(frozen=True)
+@stable_id("stateflow.tasks.intercode_sql._WithThought")
 class _WithThought:
     """A vote variant's rewrite: the one-line reply format back to Thought + Action, and the
     schema without its example values unless ``keep_values``."""

@@ -36,6 +36,7 @@ from stateflow.tasks.prompts import load_prompt
 
 from stateflow import ANY, LLM, Context, Flow, Kind, Prompt, State, Tool, ToolResult, Transition, meta_is, predicate
 from stateflow.errors import ConfigError
+from stateflow.stable_id import stable_id
 
 __all__ = [
     "ERROR_CLASSES",
@@ -97,6 +98,7 @@ def parse_reply(text: str) -> tuple[str, str]:
 def _tool_list(extended_note: str) -> Tool:
     """Init's tool: the tool list, plus the prompt ``extended_note`` for extended requests."""
 
+    @stable_id("stateflow.tasks.pdoctor._tool_list.<locals>.list_tools")
     def list_tools(ctx: Context) -> ToolResult:
         env = _env(ctx)
         text = env.toolkit.describe() if env.toolkit else ""
@@ -113,6 +115,7 @@ def _submit(ctx: Context, env: PDoctorEnv) -> ToolResult:
     return ToolResult(f"Submitted. Reward: {reward}", {"ok": True, "done": True, "reward": reward, "action": "submit"})
 
 
+@stable_id("stateflow.tasks.pdoctor._call_tool")
 def _call_tool(ctx: Context) -> ToolResult:
     """Run the tool named in the last reply (or submit); malformed replies are logged calls too."""
     env = _env(ctx)
@@ -141,6 +144,7 @@ def _gbnf_names(names: list[str]) -> str:
     return " | ".join(f'"{n}"' for n in names)
 
 
+@stable_id("stateflow.tasks.pdoctor._react_grammar")
 def _react_grammar(ctx: Context) -> str:
     # Free tool names (not the listed ones), so calls to nonexistent tools stay possible:
     # the grammar fixes the format, not the plan.
@@ -270,6 +274,7 @@ class PlanNotes:
 _MAX_REPAIRS = 2
 
 
+@stable_id("stateflow.tasks.pdoctor._check")
 def _check(ctx: Context) -> ToolResult:
     """Validate the extracted requirements and order the tools (no LLM call)."""
     env = _env(ctx)
@@ -299,6 +304,7 @@ def _check(ctx: Context) -> ToolResult:
     return ToolResult("Plan: " + " -> ".join(plan) + note, {"ok": True, "done": False})
 
 
+@stable_id("stateflow.tasks.pdoctor._execute")
 def _execute(ctx: Context) -> ToolResult:
     """Call every tool of the plan once, in order, then submit (no LLM call)."""
     env = _env(ctx)
@@ -321,6 +327,7 @@ def _execute(ctx: Context) -> ToolResult:
     return ToolResult("\n".join([*observations, result.content]), result.meta)
 
 
+@stable_id("stateflow.tasks.pdoctor._extract_grammar")
 def _extract_grammar(ctx: Context) -> str:
     request = _env(ctx).current
     names = _gbnf_names(list(request.tools))

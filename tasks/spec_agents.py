@@ -43,6 +43,7 @@ from stateflow.spec.completer import Completer, Completion, CompletionRequest, S
 from stateflow.spec.concurrent import ActionCall, Summariser, numbered_results, pending_calls, run_concurrently
 from stateflow.spec.monitor import DecodingMonitor, MonitorTrace, SpecStep
 from stateflow.spec.unenforced import UnenforcedRunner
+from stateflow.stable_id import stable_id
 
 __all__ = [
     "ENFORCEMENTS",
@@ -363,6 +364,7 @@ def build_spec_agent(
     config = config or SpecAgentConfig(SPEC_AGENTS[stem], enforcement)
     enforcement = config.enforcement
 
+    @stable_id("stateflow.tasks.spec_agents.build_spec_agent.<locals>.spec_agent")
     def spec_agent(ctx: Context) -> ToolResult:
         return run_spec_episode(ctx, config, domain, fmt)
 

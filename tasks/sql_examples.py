@@ -36,6 +36,7 @@ from stateflow.tasks.prompts import load_prompt
 from stateflow.tasks.samples import SAMPLE_NAMES, STRATA, sample_of
 
 from stateflow import Context, Tool, ToolResult
+from stateflow.stable_id import stable_id
 
 __all__ = ["MIN_DATABASES", "ExamplePool", "similar_examples"]
 
@@ -120,6 +121,7 @@ def similar_examples(k: int = 3) -> Tool:
     pools: dict[str, ExamplePool] = {}  # one per dataset, owned by this tool (no module state)
     header = load_prompt("sql-levers", "similar_examples")
 
+    @stable_id("stateflow.tasks.sql_examples.similar_examples.<locals>.run_examples")
     def run_examples(ctx: Context) -> ToolResult:
         env = ctx.env
         task = getattr(env, "current_task", None)

@@ -33,6 +33,7 @@ from stateflow.tasks.blackboard import EpisodeVars
 from stateflow.tasks.grammar import ACTION_GBNF, ACTION_ONLY_GBNF, THOUGHT_ACTION_GBNF
 
 from stateflow import Context
+from stateflow.stable_id import stable_id
 
 __all__ = [
     "SQL_WORDS",
@@ -119,6 +120,7 @@ def schema_action_only_grammar(ctx: Context) -> str:
     return ACTION_ONLY_GBNF if rules is None else 'root ::= "Action: execute[" stmt "]"\n' + rules
 
 
+@stable_id("stateflow.tasks.sql_grammar.schema_action_grammar")
 def schema_action_grammar(ctx: Context) -> str:
     """``Action: execute[<statement>]`` or ``Action: submit`` (:data:`ACTION_GBNF` before the
     schema was listed)."""
@@ -126,6 +128,7 @@ def schema_action_grammar(ctx: Context) -> str:
     return ACTION_GBNF if rules is None else 'root ::= "Action: " ("submit" | "execute[" stmt "]")\n' + rules
 
 
+@stable_id("stateflow.tasks.sql_grammar.schema_thought_action_grammar")
 def schema_thought_action_grammar(ctx: Context) -> str:
     """A Thought line, then the action of :func:`schema_action_grammar` (:data:`THOUGHT_ACTION_GBNF`
     before the schema was listed)."""

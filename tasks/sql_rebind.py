@@ -29,6 +29,7 @@ from typing import Any
 from stateflow.tasks.blackboard import EpisodeVars
 
 from stateflow import Context
+from stateflow.stable_id import stable_id
 
 __all__ = ["RebindingExecutor", "Rebound", "rebind_columns"]
 
@@ -101,6 +102,7 @@ def _compares_with_itself(eq: object) -> bool:
 
 
 @dataclass(frozen=True)
+@stable_id("stateflow.tasks.sql_rebind.RebindingExecutor")
 class RebindingExecutor:
     """A :class:`~stateflow.vote.Vote` executor that re-binds a candidate's columns before running
     it with ``inner``, by the same rule as ``execute(rebind=True)``, so voting and acting agree

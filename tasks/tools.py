@@ -23,6 +23,7 @@ from stateflow.tasks.sql_hints import unknown_column_hint
 from stateflow.tasks.sql_rebind import rebind_columns
 
 from stateflow import Condition, Context, Kind, Tool, ToolResult, meta_is, predicate
+from stateflow.stable_id import stable_id
 
 __all__ = [
     "ObservationFormat",
@@ -110,6 +111,7 @@ def execute(
     fmt = fmt or ObservationFormat()
     name = name or "execute" + ("_rebound" if rebind else "") + ("_hinted" if hint else "")
 
+    @stable_id("stateflow.tasks.tools.execute.<locals>.run_action")
     def run_action(ctx: Context) -> ToolResult:
         env = ctx.env
         if env is None:
@@ -165,6 +167,7 @@ def submit(*, name: str = "submit") -> Tool:
     and the observation's ``done`` ends the flow.
     """
 
+    @stable_id("stateflow.tasks.tools.submit.<locals>.run_submit")
     def run_submit(ctx: Context) -> ToolResult:
         env = ctx.env
         if env is None:
@@ -197,6 +200,7 @@ _SCHEMA_HEADERS = ("Tables and their columns:\n", "The database:\n")  # describe
 _VALUE_LIST = re.compile(r": '(?:[^']|'')*'(?:/'(?:[^']|'')*')*")  # ": 'CD'/'CD / LP'" after a type
 
 
+@stable_id("stateflow.tasks.tools.strip_values")
 def strip_values(text: str) -> str:
     """A :func:`describe_schema` listing without its example values (the listing ``values=0``
     gives); any other text is returned unchanged.
@@ -255,6 +259,7 @@ def describe_schema(*, keys: bool = False, ddl: bool = False, values: int = 0, n
         shown = [str(r[0]) for r in rows if r and len(str(r[0])) <= MAX_VALUE_CHARS]
         return ": " + "/".join("'" + v.replace("'", "''") + "'" for v in shown) if shown else ""
 
+    @stable_id("stateflow.tasks.tools.describe_schema.<locals>.run_schema")
     def run_schema(ctx: Context) -> ToolResult:
         env = ctx.env
         if env is None:
@@ -307,6 +312,7 @@ def restate_question() -> Tool:
     "The question after the schema").
     """
 
+    @stable_id("stateflow.tasks.tools.restate_question.<locals>.run_restate")
     def run_restate(ctx: Context) -> ToolResult:
         task = getattr(ctx.env, "current_task", None)
         if task is None:
@@ -316,6 +322,7 @@ def restate_question() -> Tool:
     return Tool(run_restate, "restate_question")
 
 
+@stable_id("stateflow.tasks.tools.repeats_last_action")
 def repeats_last_action(ctx: Context, reply: str) -> bool:
     """The reply's action is exactly the previous executed command (a loop at temperature 0)."""
     action = parse_action(reply)

@@ -13,6 +13,8 @@ from typing import Any
 
 from stateflow.envs.sql.server import DatabaseScope, SqlServer
 
+from stateflow.stable_id import stable_id
+
 __all__ = ["EpisodeReader", "ReadOnlyExecutor"]
 
 
@@ -64,6 +66,7 @@ class ReadOnlyExecutor:
         self._server.drop_readers(self._owner)
 
 
+@stable_id("stateflow.envs.sql.readonly.EpisodeReader")
 class EpisodeReader:
     """``executor(ctx, statement) -> rows`` for :class:`~stateflow.vote.Vote` in a flow definition.
 
