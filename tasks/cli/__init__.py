@@ -2,7 +2,8 @@
 
 :data:`PLUGIN` is declared in ``pyproject.toml`` under the ``stateflow.plugins`` entry points;
 the core CLI loads it and gets the commands ``run``, ``report``, ``compare``, ``archive``, ``demo``,
-``data`` and ``bench paper``, and the named flows of every registered benchmark (``stateflow graph intercode-sql``).
+``data``, ``bench paper`` and ``ui``, and the
+named flows of every registered benchmark (``stateflow graph intercode-sql``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ __all__ = ["PLUGIN", "registered_flows"]
 
 
 def _register(app: typer.Typer) -> None:
-    from stateflow.tasks.cli import bench, data, results, run
+    from stateflow.tasks.cli import bench, data, results, run, ui
 
     run.register(app)
     results.register(app)
     data.register(app)
     bench.register(app)
+    ui.register(app)
 
 
 def registered_flows() -> dict[str, Callable[[], Flow]]:
