@@ -21,7 +21,7 @@ import jinja2
 from stateflow.tasks.ui.graph import GraphCache
 from stateflow.tasks.ui.index import IndexedEpisode, RunIndex
 from stateflow.tasks.ui.overview import Cell, cells, paired, success_plot
-from stateflow.tasks.ui.steps import align, steps_of, submission_of
+from stateflow.tasks.ui.steps import align, steps_of, submission_of, taken_edges
 from stateflow.tasks.ui.task_query import QueryError, TaskQuery, choices_of, run_query
 
 from stateflow.errors import ConfigError
@@ -205,6 +205,7 @@ class UiApp:
             r=record,
             graph=self.graphs.for_episode(record.benchmark, record.method, record.transitions),
             steps=steps_of(record.history),
+            edges=taken_edges(record.transitions),
             sub=submission_of(record),
             others=self._others(ep),
         )

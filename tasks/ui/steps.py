@@ -16,7 +16,7 @@ from typing import Any
 
 from stateflow.tasks.episode_record import EpisodeRecord
 
-__all__ = ["Message", "Step", "Submission", "VoteCandidate", "align", "steps_of", "submission_of"]
+__all__ = ["Message", "Step", "Submission", "VoteCandidate", "align", "steps_of", "submission_of", "taken_edges"]
 
 
 @dataclass(frozen=True)
@@ -170,3 +170,16 @@ def submission_of(record: EpisodeRecord) -> Submission:
         reward=record.reward_raw,
         extra=ev,
     )
+
+
+def taken_edges(transitions: Sequence[Any]) -> list[tuple[str, str, str]]:
+    """``(source, target, rule)`` of each transition the episode took, in order.
+
+    The graph's edges are told apart by their rule, not only their ends: a flow often has two
+    rules between the same states (``Solve -> End`` on ``submitted`` and on the turn limit).
+    """
+    return [
+        (_text(t.get("source")), _text(t.get("target")), _text(t.get("rule")))
+        for t in transitions
+        if isinstance(t, dict)
+    ]

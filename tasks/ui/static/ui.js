@@ -7,17 +7,31 @@ function titleOf(g) {
   return t ? t.textContent.trim() : "";
 }
 
-function highlightPath(box, path, current) {
+function edgeRule(e) {
+  // graphviz writes the rule as "N. label" (stateflow.graph.to_dot)
+  const t = e.querySelector("text");
+  return t ? t.textContent.trim().replace(/^\d+\.\s*/, "") : "";
+}
+
+function highlightPath(box, path, current, edges) {
   const visited = new Set(path);
   const pairs = new Set();
+  const rules = new Map(); // "S->T" -> the rules taken between them (when the record has its transitions)
   for (let i = 0; i + 1 < path.length; i++) pairs.add(path[i] + "->" + path[i + 1]);
+  (edges || []).forEach(([s, t, rule]) => {
+    const k = s + "->" + t;
+    if (!rules.has(k)) rules.set(k, new Set());
+    rules.get(k).add(rule);
+  });
   box.querySelectorAll("svg g.node").forEach((n) => {
     const name = titleOf(n);
     n.classList.toggle("visited", visited.has(name));
     n.classList.toggle("current", current !== null && name === current);
   });
   box.querySelectorAll("svg g.edge").forEach((e) => {
-    e.classList.toggle("visited", pairs.has(titleOf(e)));
+    const k = titleOf(e);
+    const taken = rules.has(k) ? rules.get(k).has(edgeRule(e)) : pairs.has(k);
+    e.classList.toggle("visited", pairs.has(k) && taken);
   });
 }
 
@@ -26,7 +40,8 @@ function setupEpisode() {
   const steps = Array.from(document.querySelectorAll("#playback .step"));
   if (!box) return;
   const path = JSON.parse(box.dataset.path || "[]");
-  highlightPath(box, path, null);
+  const edges = JSON.parse(box.dataset.edges || "[]");
+  highlightPath(box, path, null, edges);
   if (!steps.length) return;
   let pos = -1; // -1: every step shown
   let timer = null;
@@ -39,14 +54,14 @@ function setupEpisode() {
     });
     if (pos < 0) {
       label.textContent = "all steps";
-      highlightPath(box, path, null);
+      highlightPath(box, path, null, edges);
     } else {
       const st = steps[pos];
       label.textContent = "step " + (pos + 1) + " of " + steps.length + " · " + st.dataset.state;
       // the path walked so far: the states of the steps shown
       const walked = [];
       steps.slice(0, pos + 1).forEach((s) => { if (walked[walked.length - 1] !== s.dataset.state) walked.push(s.dataset.state); });
-      highlightPath(box, walked, st.dataset.state);
+      highlightPath(box, walked, st.dataset.state, edges);
       st.scrollIntoView({ block: "nearest" });
     }
   }

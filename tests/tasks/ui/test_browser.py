@@ -1,0 +1,196 @@
+"""The UI in a real browser: Selenium driving Debian's headless Chromium over a real oracle run.
+
+Each page is opened, its controls are used (filters, sorting, playback, side by side, the paired
+comparison) and what the page shows is checked against the records. Screenshots of each page are
+written to ``docs/img/ui/`` (the docs show them).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+from stateflow.tasks.metrics import load_results
+from stateflow.tasks.ui.app import UiApp
+from stateflow.tasks.ui.index import RunIndex
+from stateflow.tasks.ui.server import running
+
+SHOTS = Path(__file__).resolve().parents[3] / "docs" / "img" / "ui"
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="pip install selenium (scripts/setup.sh does)")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = shutil.which("chromium")
+    driver_bin = shutil.which("chromedriver")
+    if chromium is None or driver_bin is None:
+        pytest.skip("needs Debian's chromium and chromium-driver (scripts/setup_core.sh installs them)")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_bin), options=opts)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def _wait_ready(driver) -> None:
+    WebDriverWait(driver, 10).until(lambda d: d.execute_script("return document.body.dataset.ready") == "yes")
+
+
+def _shot(driver, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    # the whole page, not just the window: set the window to the page's height first
+    height = driver.execute_script("return Math.min(document.body.scrollHeight, 3000)")
+    driver.set_window_size(1400, max(800, height))
+    driver.save_screenshot(str(SHOTS / f"{name}.png"))
+    driver.set_window_size(1400, 1000)
+
+
+def _console_errors(driver) -> list[str]:
+    try:
+        return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    except Exception:  # some driver builds do not keep the log
+        return []
+
+
+def test_pages_in_chromium(oracle_run, browser):
+    records = load_results([str(oracle_run)])
+    methods = sorted({r.method for r in records})
+    app = UiApp(RunIndex([oracle_run]), live_poll_s=0.3)
+    with running(app) as server:
+        base = server.url.rstrip("/")
+
+        # overview: one row per method, 100 % with its Wilson interval, a point per row on the plot
+        browser.get(base + "/")
+        _wait_ready(browser)
+        rows = browser.find_elements(By.CSS_SELECTOR, "#cells tr[data-cell]")
+        assert sorted(r.find_elements(By.TAG_NAME, "td")[1].text for r in rows) == methods
+        assert {r.find_element(By.CLASS_NAME, "sr").text for r in rows} == {"100.0"}
+        assert rows[0].find_element(By.CLASS_NAME, "ci").text == "[61.0-100.0]"  # Wilson, 6 of 6
+        points = browser.find_elements(By.CSS_SELECTOR, "#success-plot g.point")
+        assert len(points) == len(methods)
+        assert "100.0 % success" in points[0].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+
+        # the paired comparison of two methods (the oracle solves everything: 0 won, 0 lost)
+        Select(browser.find_element(By.ID, "cmp-a")).select_by_index(0)
+        Select(browser.find_element(By.ID, "cmp-b")).select_by_index(1)
+        browser.find_element(By.ID, "cmp-go").click()
+        _wait_ready(browser)
+        assert browser.find_element(By.ID, "won").text == "0"
+        assert "6 common tasks" in browser.find_element(By.ID, "comparison").text
+        _shot(browser, "overview")
+
+        # tasks: every episode, then filtered by method and by visited state, then sorted
+        browser.get(base + "/tasks")
+        _wait_ready(browser)
+        assert len(browser.find_elements(By.CSS_SELECTOR, "tr.task-row")) == len(records)
+        Select(browser.find_element(By.ID, "f-method")).select_by_visible_text("react")
+        browser.find_element(By.ID, "f-go").click()
+        _wait_ready(browser)
+        shown = browser.find_elements(By.CSS_SELECTOR, "tr.task-row")
+        assert len(shown) == 6 and {r.get_attribute("data-method") for r in shown} == {"react"}
+        Select(browser.find_element(By.ID, "f-method")).select_by_index(0)  # any
+        # a state some episodes visited and others did not
+        state = next(s for s in sorted({s for r in records for s in r.path}) if not all(s in r.path for r in records))
+        Select(browser.find_element(By.ID, "f-state")).select_by_visible_text(state)
+        browser.find_element(By.ID, "f-go").click()
+        _wait_ready(browser)
+        expected = sum(state in r.path for r in records)
+        assert 0 < expected < len(records)
+        assert len(browser.find_elements(By.CSS_SELECTOR, "tr.task-row")) == expected
+        browser.get(base + "/tasks?sort=tokens&desc=1")
+        _wait_ready(browser)
+        tokens = [int(r.find_elements(By.TAG_NAME, "td")[7].text) for r in browser.find_elements(By.CSS_SELECTOR, "tr.task-row")]
+        assert tokens == sorted(tokens, reverse=True)
+        _shot(browser, "tasks")
+
+        # episode: the stateflow episode of task 2, gold rows next to the submitted rows, playback
+        r = next(x for x in records if x.method == "stateflow" and x.task == 2)
+        browser.get(base + "/tasks?method=stateflow")
+        _wait_ready(browser)
+        browser.find_element(By.CSS_SELECTOR, 'tr.task-row[data-task="2"] a.ep-link').click()
+        _wait_ready(browser)
+        assert browser.find_element(By.ID, "question").text == r.query
+        assert browser.find_element(By.CSS_SELECTOR, "pre.gold-rows").text == r.eval["eval_obs"]
+        assert browser.find_element(By.CSS_SELECTOR, "tr.gold td pre").text == r.gold
+        visited = {n.find_element(By.TAG_NAME, "title").get_attribute("textContent") for n in browser.find_elements(By.CSS_SELECTOR, "#graph g.node.visited")}
+        assert visited == set(r.path)
+        # one highlighted edge per rule taken (Solve -> End has two rules: only the one taken is marked)
+        taken = {(t["source"], t["target"], t["rule"]) for t in r.transitions}
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#graph g.edge.visited")) == len(taken)
+        first_reply = next(m for m in r.history if m["kind"] == "llm")
+        usage = first_reply["usage"]
+        assert f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens" in browser.find_element(By.ID, "playback").text
+        browser.find_element(By.ID, "pb-first").click()
+        visible = [s for s in browser.find_elements(By.CSS_SELECTOR, "#playback .step") if s.is_displayed()]
+        assert len(visible) == 1
+        assert browser.find_element(By.ID, "pb-pos").text.startswith("step 1 of")
+        browser.find_element(By.ID, "pb-next").click()
+        visible = [s for s in browser.find_elements(By.CSS_SELECTOR, "#playback .step") if s.is_displayed()]
+        assert len(visible) == 2
+        current = browser.find_element(By.CSS_SELECTOR, "#graph g.node.current title").get_attribute("textContent")
+        assert current == visible[-1].get_attribute("data-state")
+        browser.find_element(By.ID, "pb-all").click()
+        _shot(browser, "episode")
+
+        # a vote episode shows its candidates
+        vote = next(x for x in records if x.method == "stateflow_error_vote" and x.task == 0)
+        browser.get(base + f"/episode?src=0&id={vote.identity_digest}&task=0")
+        _wait_ready(browser)
+        cand = browser.find_elements(By.CSS_SELECTOR, "table.votes tr.winner")
+        assert cand and "SELECT" in cand[0].text
+        _shot(browser, "episode_vote")
+
+        # side by side, from the episode page's link
+        browser.get(base + f"/episode?src=0&id={r.identity_digest}&task=2")
+        _wait_ready(browser)
+        browser.find_element(By.XPATH, "//a[@class='side-link' and text()='react']").click()
+        _wait_ready(browser)
+        heads = browser.find_element(By.ID, "side-table").find_elements(By.TAG_NAME, "th")
+        assert "stateflow" in heads[1].text and "react" in heads[2].text
+        other = next(x for x in records if x.method == "react" and x.task == 2)
+        steps = browser.find_elements(By.CSS_SELECTOR, "tr.aligned")
+        assert len(steps) >= 2
+        assert browser.find_elements(By.CSS_SELECTOR, "pre.gold-rows")[1].text == other.eval["eval_obs"]
+        _shot(browser, "side_by_side")
+        assert _console_errors(browser) == []
+
+
+def test_live_run_and_bad_input_in_chromium(oracle_run, tmp_path, browser):
+    """A run being written shows each new episode; torn and newer-schema lines are shown as such."""
+    live = tmp_path / "live"
+    live.mkdir()
+    lines = (oracle_run / "results.jsonl").read_bytes().splitlines(keepends=True)
+    app = UiApp(RunIndex([live]), live_poll_s=0.3)
+    with running(app) as server:
+        browser.get(server.url)
+        _wait_ready(browser)
+        assert "No episodes recorded yet" in browser.find_element(By.ID, "empty").text
+        target = live / "results.jsonl"
+        with target.open("ab") as fh:  # the run writes its first two episodes, the third half-way
+            fh.write(lines[0] + lines[1] + lines[2][:100])
+        WebDriverWait(browser, 10).until(EC.presence_of_element_located((By.ID, "cells")))
+        assert browser.find_element(By.CSS_SELECTOR, "#cells td.num").text == "2"
+        assert "bytes of a record being written" in browser.find_element(By.CSS_SELECTOR, "header .sources").text
+        newer = json.loads(lines[3]) | {"schema_version": 99}
+        with target.open("ab") as fh:  # the third line completes; a record of a newer schema follows
+            fh.write(lines[2][100:] + (json.dumps(newer) + "\n").encode())
+        WebDriverWait(browser, 10).until(EC.presence_of_element_located((By.ID, "problems")))
+        assert browser.find_element(By.CSS_SELECTOR, "#cells td.num").text == "3"
+        problem = browser.find_element(By.CSS_SELECTOR, "#problems tr.newer-schema").text
+        assert "schema_version 99" in problem and "results.jsonl:4 " in problem
+        _shot(browser, "live_and_problems")
+        # traversal through the URL is refused, in the browser as anywhere
+        browser.get(server.url + "runs/0/..%2F..%2F..%2F..%2Fetc%2Fpasswd")
+        assert "outside" in browser.find_element(By.ID, "error-message").text
