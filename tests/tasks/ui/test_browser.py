@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
@@ -36,7 +35,13 @@ def browser():
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+    ):
         opts.add_argument(flag)
     driver = webdriver.Chrome(service=Service(driver_bin), options=opts)
     driver.set_page_load_timeout(30)
@@ -111,7 +116,10 @@ def test_pages_in_chromium(oracle_run, browser):
         assert len(browser.find_elements(By.CSS_SELECTOR, "tr.task-row")) == expected
         browser.get(base + "/tasks?sort=tokens&desc=1")
         _wait_ready(browser)
-        tokens = [int(r.find_elements(By.TAG_NAME, "td")[7].text) for r in browser.find_elements(By.CSS_SELECTOR, "tr.task-row")]
+        tokens = [
+            int(r.find_elements(By.TAG_NAME, "td")[7].text)
+            for r in browser.find_elements(By.CSS_SELECTOR, "tr.task-row")
+        ]
         assert tokens == sorted(tokens, reverse=True)
         _shot(browser, "tasks")
 
@@ -124,14 +132,20 @@ def test_pages_in_chromium(oracle_run, browser):
         assert browser.find_element(By.ID, "question").text == r.query
         assert browser.find_element(By.CSS_SELECTOR, "pre.gold-rows").text == r.eval["eval_obs"]
         assert browser.find_element(By.CSS_SELECTOR, "tr.gold td pre").text == r.gold
-        visited = {n.find_element(By.TAG_NAME, "title").get_attribute("textContent") for n in browser.find_elements(By.CSS_SELECTOR, "#graph g.node.visited")}
+        visited = {
+            n.find_element(By.TAG_NAME, "title").get_attribute("textContent")
+            for n in browser.find_elements(By.CSS_SELECTOR, "#graph g.node.visited")
+        }
         assert visited == set(r.path)
         # one highlighted edge per rule taken (Solve -> End has two rules: only the one taken is marked)
         taken = {(t["source"], t["target"], t["rule"]) for t in r.transitions}
         assert len(browser.find_elements(By.CSS_SELECTOR, "#graph g.edge.visited")) == len(taken)
         first_reply = next(m for m in r.history if m["kind"] == "llm")
         usage = first_reply["usage"]
-        assert f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens" in browser.find_element(By.ID, "playback").text
+        assert (
+            f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens"
+            in browser.find_element(By.ID, "playback").text
+        )
         browser.find_element(By.ID, "pb-first").click()
         visible = [s for s in browser.find_elements(By.CSS_SELECTOR, "#playback .step") if s.is_displayed()]
         assert len(visible) == 1
