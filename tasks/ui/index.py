@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from stateflow.tasks.episode_record import SCHEMA_VERSION, EpisodeRecord, InvalidRecordError
 from stateflow.tasks.records import record_key
@@ -75,13 +75,12 @@ class EpisodeRef:
 class IndexedEpisode:
     """One episode in the index: where its line is, and its record without the trace.
 
-    ``record.history``, ``record.transitions`` and ``record.eval`` are empty here; ``steps``
-    counts the messages the trace holds (for the lists), ``has_vote`` tells a vote ran.
+    ``record.history``, ``record.transitions`` and ``record.eval`` are empty here; ``has_vote``
+    tells whether a vote ran in the episode.
     """
 
     ref: EpisodeRef
     record: EpisodeRecord
-    steps: int
     has_vote: bool
 
     @property
@@ -117,6 +116,7 @@ class SourceIndex:
     torn_tail: int = 0  # bytes after the last newline: a record being written, or torn by a crash
     _done: int = 0  # bytes indexed: up to and including the last newline seen
     _inode: int | None = None
+    _identities: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def refresh(self) -> bool:
         """Index what was appended since the last call; re-index a file that shrank or was replaced.
@@ -149,7 +149,7 @@ class SourceIndex:
         return True
 
     def _reset(self, inode: int | None) -> None:
-        self.episodes, self.problems = {}, []
+        self.episodes, self.problems, self._identities = {}, [], {}
         self.lines = self._done = self.torn_tail = 0
         self._inode = inode
 
@@ -158,37 +158,76 @@ class SourceIndex:
         if not line.strip():
             return
         where = f"{self.path}:{self.lines}"
-        try:
-            data = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            msg = err.msg if isinstance(err, json.JSONDecodeError) else str(err)
-            self.problems.append(Problem(str(self.path), self.lines, "corrupt", f"not a JSON record ({msg})"))
-            return
-        if not isinstance(data, dict):
-            self.problems.append(Problem(str(self.path), self.lines, "invalid", "not a JSON object"))
-            return
-        history = data.get("history")
-        steps = len(history) if isinstance(history, list) else 0
-        has_vote = isinstance(history, list) and any(
-            isinstance(m, dict) and isinstance(m.get("meta"), dict) and "vote" in m["meta"] for m in history
-        )
-        small = {k: v for k, v in data.items() if k not in _TRACE_FIELDS}
+        small, has_vote = _without_trace(line)
+        if small is None:  # the fast cut did not apply: parse the whole line
+            try:
+                data = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                msg = err.msg if isinstance(err, json.JSONDecodeError) else str(err)
+                self.problems.append(Problem(str(self.path), self.lines, "corrupt", f"not a JSON record ({msg})"))
+                return
+            if not isinstance(data, dict):
+                self.problems.append(Problem(str(self.path), self.lines, "invalid", "not a JSON object"))
+                return
+            history = data.get("history")
+            has_vote = isinstance(history, list) and any(
+                isinstance(m, dict) and isinstance(m.get("meta"), dict) and "vote" in m["meta"] for m in history
+            )
+            small = {k: v for k, v in data.items() if k not in _TRACE_FIELDS}
+        # Records of one setting carry the same identity (~40 fields): keep one copy of it.
+        digest, identity = small.get("identity_digest"), small.get("identity")
+        shared = self._identities.get(digest) if isinstance(digest, str) else None
+        if shared is not None and shared == identity:
+            small["identity"] = None
         try:
             record = EpisodeRecord.from_dict(small, where=where)
         except InvalidRecordError as err:
-            version = data.get("schema_version", 0)
+            version = small.get("schema_version", 0)
             newer = isinstance(version, int) and version > SCHEMA_VERSION
-            summary = f"{data.get('method', '?')} / task {data.get('task', '?')}"
+            summary = f"{small.get('method', '?')} / task {small.get('task', '?')}"
             kind: ProblemKind = "newer-schema" if newer else "invalid"
             self.problems.append(Problem(str(self.path), self.lines, kind, "; ".join(err.problems), summary))
             return
-        ep = IndexedEpisode(EpisodeRef(self.number, offset, length, self.lines), record, steps, has_vote)
+        if shared is not None and small["identity"] is None:
+            record = record.model_copy(update={"identity": shared})
+        elif isinstance(digest, str) and record.identity is not None:
+            self._identities[digest] = record.identity
+        ep = IndexedEpisode(EpisodeRef(self.number, offset, length, self.lines), record, has_vote)
         # newest record per key wins, placed where it was written (as latest_records orders them)
         self.episodes.pop(ep.key, None)
         self.episodes[ep.key] = ep
 
     def stamp(self) -> Stamp:
         return Stamp(len(self.episodes), len(self.problems), self._done + self.torn_tail)
+
+
+# The results file writes a record's fields in EpisodeRecord's order, in which the trace is one
+# stretch: `, "transitions": [...], "history": [...], "eval": {...}` right before `, "verdict": `.
+# Cutting it out before parsing skips most of each line (10-100 KB of messages in a real run).
+# A quote inside a JSON string is always escaped, so these byte patterns can only be keys; a line
+# where either occurs more than once (a nested key of that name, or two records run together by
+# a torn write) is parsed whole instead, as is any line the cut leaves unparsable.
+_TRACE_START = b', "transitions": ['
+_TRACE_END = b', "verdict": '
+_TRACE_INNER = (b', "history": [', b', "eval": {')
+
+
+def _without_trace(line: bytes) -> tuple[dict[str, Any] | None, bool]:
+    """(the record of ``line`` without its trace, whether a vote ran), or ``(None, False)``
+    when the fast cut does not apply (see above)."""
+    if line.count(_TRACE_START) != 1 or line.count(_TRACE_END) != 1:
+        return None, False
+    start, end = line.find(_TRACE_START), line.find(_TRACE_END)
+    trace = line[start:end]
+    if end < start or not all(part in trace for part in _TRACE_INNER):
+        return None, False
+    try:
+        data = json.loads(line[:start] + line[end:])
+    except ValueError:
+        return None, False
+    if not isinstance(data, dict) or any(k in data for k in _TRACE_FIELDS):
+        return None, False
+    return data, b'"vote": {' in trace
 
 
 def _source_path(given: Path) -> tuple[Path, Path]:
@@ -266,7 +305,10 @@ class RunIndex:
         try:
             record = EpisodeRecord.from_dict(json.loads(line), where=f"{src.path}:{ep.ref.line}")
         except (json.JSONDecodeError, UnicodeDecodeError, InvalidRecordError) as err:
-            raise ConfigError(f"{src.path}:{ep.ref.line} changed since it was indexed; reload the page") from err
+            raise ConfigError(
+                f"{src.path}:{ep.ref.line}: the record cannot be read ({err}); if the file changed since it was "
+                "indexed, reload the page"
+            ) from err
         if record_key(record) != ep.key:
             raise ConfigError(f"{src.path}:{ep.ref.line} changed since it was indexed; reload the page")
         return record
