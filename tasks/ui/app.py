@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlencode
 import jinja2
 from stateflow.tasks.ui.graph import GraphCache
 from stateflow.tasks.ui.index import IndexedEpisode, RunIndex
-from stateflow.tasks.ui.overview import Cell, cells, paired, success_plot
+from stateflow.tasks.ui.overview import Cell, cells, paired, state_bars, success_plot
 from stateflow.tasks.ui.steps import align, steps_of, submission_of, taken_edges
 from stateflow.tasks.ui.task_query import QueryError, TaskQuery, choices_of, run_query
 
@@ -163,6 +163,7 @@ class UiApp:
             "overview.html",
             rows=rows,
             plot=success_plot(rows),
+            bars=state_bars(rows),
             comparison=comparison,
             pairs=pairs,
             a=a,

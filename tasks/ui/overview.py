@@ -28,9 +28,12 @@ __all__ = [
     "Cell",
     "PlotAxis",
     "PlotPoint",
+    "Segment",
+    "StateBar",
     "SuccessPlot",
     "cells",
     "paired",
+    "state_bars",
     "success_plot",
     "wilson_interval",
 ]
@@ -232,3 +235,57 @@ def success_plot(rows: Sequence[Cell], *, width: int = 560, height: int = 340) -
         y_axis=PlotAxis("success (%)", y_ticks),
         points=points,
     )
+
+
+@dataclass(frozen=True)
+class Segment:
+    state: str
+    tokens: float
+    x: float
+    width: float
+    color: str
+
+
+@dataclass(frozen=True)
+class StateBar:
+    """One row's mean tokens per episode, split by the states of its own flow (in visiting order)."""
+
+    cell_id: str
+    label: str
+    total: float
+    segments: tuple[Segment, ...]
+
+
+_STATE_PALETTE = (
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac",
+)  # fmt: skip
+
+
+def state_bars(rows: Sequence[Cell], *, width: float = 420.0) -> list[StateBar]:
+    """Mean prompt + completion tokens per episode by state, one bar per row, scaled to ``width``.
+
+    Each bar lists only its own flow's states, in the order its episodes first visit them, so a
+    legend never mixes the states of different flows (the report's former tokens-by-state plot
+    put every flow's states in one legend).
+    """
+    per_row: list[tuple[Cell, dict[str, float]]] = []
+    for c in rows:
+        sums: dict[str, float] = {}
+        for r in c.records:
+            for state in r.path:
+                sums.setdefault(state, 0.0)
+            for state, u in r.usage_by_state.items():
+                sums[state] = sums.get(state, 0.0) + u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)
+        per_row.append((c, {s: v / c.n for s, v in sums.items() if v}))
+    top = max((sum(d.values()) for _, d in per_row), default=0.0) or 1.0
+    colors: dict[str, str] = {}
+    bars = []
+    for c, d in per_row:
+        x, segs = 0.0, []
+        for state, tokens in d.items():
+            color = colors.setdefault(state, _STATE_PALETTE[len(colors) % len(_STATE_PALETTE)])
+            w = width * tokens / top
+            segs.append(Segment(state, tokens, x, w, color))
+            x += w
+        bars.append(StateBar(c.id, c.label, sum(d.values()), tuple(segs)))
+    return bars

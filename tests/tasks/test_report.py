@@ -61,7 +61,8 @@ def test_html_report_opens_in_chromium_without_console_errors(tmp_path, records)
     dom = proc.stdout
     assert 'data-ready="yes"' in dom  # the page's script ran to the end
     assert 'class="ep ok sel"' in dom  # the first episode of a group is selected...
-    assert 'class="node hl"' in dom  # ...and its path is highlighted on the state graph
+    assert 'class="node visited"' in dom  # ...and its path is highlighted on the state graph
+    assert dom.count('class="epdetail"') == 2  # one episode's detail shown per group, the others hidden
 
 
 def test_labels_of_crowded_points_do_not_cover_one_another():

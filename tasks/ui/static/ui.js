@@ -112,7 +112,25 @@ function setupLive() {
   }, every);
 }
 
+function setupReport() {
+  // the one-file report: a click on an episode shows its detail and its path on its group's graph
+  document.querySelectorAll("section.group").forEach((group) => {
+    const box = group.querySelector(".graph");
+    const items = Array.from(group.querySelectorAll(".ep"));
+    const details = Array.from(group.querySelectorAll(".epdetail"));
+    function show(i) {
+      items.forEach((e, k) => e.classList.toggle("sel", k === i));
+      details.forEach((d, k) => d.classList.toggle("hidden", k !== i));
+      const d = details[i];
+      if (box && d) highlightPath(box, JSON.parse(d.dataset.path || "[]"), null, JSON.parse(d.dataset.edges || "[]"));
+    }
+    items.forEach((e, i) => e.addEventListener("click", () => show(i)));
+    if (items.length) show(0);
+  });
+}
+
 setupEpisode();
+setupReport();
 setupPlot();
 setupLive();
 document.body.dataset.ready = "yes";

@@ -208,3 +208,27 @@ def test_live_run_and_bad_input_in_chromium(oracle_run, tmp_path, browser):
         # traversal through the URL is refused, in the browser as anywhere
         browser.get(server.url + "runs/0/..%2F..%2F..%2F..%2Fetc%2Fpasswd")
         assert "outside" in browser.find_element(By.ID, "error-message").text
+
+
+def test_static_report_shows_the_same_views_in_chromium(oracle_run, tmp_path, browser):
+    """`stateflow report`'s one file: the UI's table, plot and episode views, clickable offline."""
+    from stateflow.tasks.report import write_html
+
+    records = load_results([str(oracle_run)])
+    page = write_html(records, tmp_path)
+    browser.get(page.as_uri())
+    _wait_ready(browser)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#cells tr[data-cell]")) == 3
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#success-plot g.point")) == 3
+    group = browser.find_elements(By.CSS_SELECTOR, "section.group")[0]
+    shown = [d for d in group.find_elements(By.CLASS_NAME, "epdetail") if d.is_displayed()]
+    assert len(shown) == 1
+    group.find_elements(By.CLASS_NAME, "ep")[2].click()
+    shown = [d for d in group.find_elements(By.CLASS_NAME, "epdetail") if d.is_displayed()]
+    assert len(shown) == 1 and shown[0].get_attribute("data-i") == "2"
+    # the first group is react's (groups are sorted), listing its episodes by task
+    rec = sorted((r for r in records if r.method == "react"), key=lambda r: r.task)[2]
+    assert shown[0].find_element(By.CSS_SELECTOR, "pre.gold-rows").text == rec.eval["eval_obs"]
+    assert group.find_elements(By.CSS_SELECTOR, "g.node.visited")
+    _shot(browser, "report")
+    assert _console_errors(browser) == []
