@@ -186,7 +186,7 @@ def _fmt(v: float) -> str:
     return f"{v:g}"
 
 
-def success_plot(rows: Sequence[Cell], *, width: int = 560, height: int = 340) -> SuccessPlot:
+def success_plot(rows: Sequence[Cell], *, width: int = 720, height: int = 380) -> SuccessPlot:
     """Lay out one point per row: success % (with its interval) against cost, or tokens when free."""
     by_cost = any(c.cost for c in rows)
     xs = [c.cost if by_cost else c.tokens for c in rows]

@@ -57,6 +57,7 @@ def make_record(task: int, *, method: str = "stateflow", success: bool = True, d
         "identity_digest": digest or f"digest-{method}",
         "identity": {"method": method},
         "last_action": f"SELECT {task}",
+        "usage_by_state": {"Solve": {"calls": 1, "prompt_tokens": 100 + task, "completion_tokens": 7}},
     }
     return EpisodeRecord.from_dict(fields | kw)
 

@@ -42,7 +42,11 @@ def test_wilson_interval_matches_the_formula():
 
 def test_overview_rows_and_the_paired_comparison(app):
     page = _html(app, "/")
-    assert page.count('<tr data-cell="') == 2 and page.count('<g class="point"') == 2
+    table = page.split('id="cells"')[1].split("</table>")[0]
+    assert table.count('<tr data-cell="') == 2 and page.count('<g class="point"') == 2
+    bars = page.split('id="state-bars"')[1].split("</table>")[0]
+    # one segment per row: Solve, the mean of 100 + task plus 7 completion tokens (Init and End used none)
+    assert bars.count('<rect x="0.0"') == 2 and bars.count("<title>Solve: 166 tokens per episode</title>") == 2
     assert "50.0</span>" in page  # a: every other task
     page = _html(app, "/", a="digest-a", b="digest-b")
     recs = [ep.record for ep in app.index.episodes()]

@@ -232,3 +232,33 @@ def test_static_report_shows_the_same_views_in_chromium(oracle_run, tmp_path, br
     assert group.find_elements(By.CSS_SELECTOR, "g.node.visited")
     _shot(browser, "report")
     assert _console_errors(browser) == []
+
+
+def test_an_archive_of_embedded_model_runs_in_chromium(browser):
+    """The paper comparison's archive (1.5B embedded model, traces dropped): real successes and
+    failures, intervals, filters, and an episode page that says its trace is not kept."""
+    archive = SHOTS.parents[1] / "data" / "paper" / "intercode-sql" / "local.jsonl"
+    if not archive.exists():
+        pytest.skip(f"{archive} is not in this checkout")
+    records = load_results([str(archive)])
+    app = UiApp(RunIndex([archive]))
+    with running(app) as server:
+        base = server.url.rstrip("/")
+        browser.get(base + "/")
+        _wait_ready(browser)
+        from stateflow.tasks.ui.overview import cells
+
+        expected = cells(records)
+        rows = browser.find_elements(By.CSS_SELECTOR, "#cells tr[data-cell]")
+        assert len(rows) == len(expected)
+        first = rows[0].find_element(By.CLASS_NAME, "ci").text
+        assert first == f"[{expected[0].success_lo:.1f}-{expected[0].success_hi:.1f}]"
+        _shot(browser, "overview_archive")
+        browser.get(base + "/tasks?outcome=failed&method=stateflow")
+        _wait_ready(browser)
+        failed = [r for r in records if r.method == "stateflow" and r.status == "ok" and not r.success]
+        assert f"{len(failed)} episode" in browser.find_element(By.ID, "matched").text
+        browser.find_elements(By.CSS_SELECTOR, "a.ep-link")[0].click()
+        _wait_ready(browser)
+        assert "holds no trace" in browser.find_element(By.ID, "playback").text
+        assert browser.find_element(By.CSS_SELECTOR, "tr.submitted td pre").text  # the last action is kept
