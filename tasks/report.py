@@ -205,7 +205,36 @@ def plot_tokens_by_state(
     if any(bottom):
         ax.set_ylim(0, max(bottom) * 1.05)  # the tallest bar shows its top
     if states:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, not over them
+        handles, labels = _legend_by_flow(ax, per_state, groups, states)
+        ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars
+
+
+def _legend_by_flow(
+    ax: Any,
+    per_state: dict[tuple[str, ...], dict[str, dict[str, float]]],
+    groups: list[tuple[str, ...]],
+    states: list[str],
+) -> tuple[list[Any], list[str]]:
+    """Legend entries: one per state when every bar has the same states; else one block per set of
+    states (a flow), headed by the bars that have it, so states of different flows are not mixed.
+    """
+    from matplotlib.patches import Patch
+
+    bars = {c.get_label(): c for c in ax.containers}
+    flows: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
+    for g in groups:
+        flows.setdefault(tuple(s for s in states if s in per_state[g]), []).append(g)
+    if len(flows) == 1:
+        return [bars[s] for s in states], list(states)
+    handles: list[Any] = []
+    labels: list[str] = []
+    for flow_states, members in flows.items():
+        names = ", ".join(_label(g) for g in members)
+        handles.append(Patch(visible=False))
+        labels.append((names if len(names) <= 40 else names[:39] + "…") + ":")
+        handles += [bars[s] for s in flow_states]
+        labels += [f"  {s}" for s in flow_states]
+    return handles, labels
 
 
 def write_plots(records: list[EpisodeRecord], out: Path) -> list[Path]:

@@ -148,3 +148,30 @@ def test_tokens_by_state_keeps_a_state_colour_across_panels_and_the_bars_in_the_
             assert all(p.get_facecolor() == to_rgba(colors[bars.get_label()]) for p in bars.patches)
     assert [t.get_text() for t in left.get_xticklabels()] == ["b", "a"]  # given first, then the rest sorted
     plt.close(fig)
+
+
+def test_tokens_by_state_legend_keeps_the_states_of_each_flow_apart():
+    """Regression (issue 47): one legend listed every flow's states together."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from stateflow.tasks.report import plot_tokens_by_state
+
+    def use(*states):
+        return {s: {"prompt": 10, "completion": 1} for s in states}
+
+    per_state = {
+        ("react",): use("Act"),
+        ("stateflow",): use("Observe", "Solve"),
+        ("sf_agent",): use("Observe", "Solve"),
+    }
+    fig, ax = plt.subplots()
+    plot_tokens_by_state(ax, per_state)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["react:", "  Act", "sf_agent, stateflow:", "  Observe", "  Solve"]
+    fig2, ax2 = plt.subplots()
+    plot_tokens_by_state(ax2, {("a",): use("Solve"), ("b",): use("Solve")})
+    assert [t.get_text() for t in ax2.get_legend().get_texts()] == ["Solve"]  # one flow: no headings
+    plt.close(fig)
+    plt.close(fig2)
