@@ -26,7 +26,7 @@ from stateflow.tasks.ui.task_query import QueryError, TaskQuery, choices_of, run
 
 from stateflow.errors import ConfigError
 
-__all__ = ["ASSETS", "Response", "UiApp", "renderer"]
+__all__ = ["ASSETS", "Response", "UiApp", "asset", "renderer"]
 
 _HERE = Path(__file__).parent
 ASSETS = {"ui.css": "text/css; charset=utf-8", "ui.js": "text/javascript; charset=utf-8"}
@@ -126,11 +126,14 @@ class UiApp:
         number, _, rel = rest.partition("/")
         if not number.isdigit() or int(number) >= len(self.index.sources):
             return self._error(404, f"no source {number!r}: sources are 0..{len(self.index.sources) - 1}")
-        root = self.index.sources[int(number)].root
+        source = self.index.sources[int(number)]
+        root = source.root
         rel = unquote(rel)
         if "\x00" in rel:
             return self._error(400, "a path may not hold a NUL character")
         target = (root / rel).resolve()
+        if source.given_file and target != source.path:
+            return self._error(403, f"{rel!r}: source {number} is the file {source.path.name}; only it is served")
         if not target.is_relative_to(root):
             return self._error(403, f"{rel!r} is outside {root}: only files inside the given directories are served")
         if not target.is_file():

@@ -105,11 +105,13 @@ class SourceIndex:
         number: the source's position among the UI's sources (part of every episode reference).
         path: the file (it may not exist yet: a run that has not finished an episode).
         root: the directory the user named (``path``'s parent when a file was named).
+        given_file: the user named the file itself (then only that file is served, not its folder).
     """
 
     number: int
     path: Path
     root: Path
+    given_file: bool = False
     episodes: dict[tuple[str, int], IndexedEpisode] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     lines: int = 0
@@ -258,7 +260,7 @@ class RunIndex:
             if not given.exists():
                 raise ConfigError(f"{given}: no such directory or file (give a results directory or a .jsonl file)")
             file, root = _source_path(given.resolve())
-            sources.append(SourceIndex(i, file, root))
+            sources.append(SourceIndex(i, file, root, given_file=file.parent == root and not given.is_dir()))
         self.sources: tuple[SourceIndex, ...] = tuple(sources)
         self._lock = threading.Lock()
         self.refresh()

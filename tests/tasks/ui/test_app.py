@@ -142,3 +142,11 @@ def test_server_refuses_traversal_foreign_hosts_and_writes(app, tmp_path):
         assert resp.status == 200 and json.loads(body)["stamp"].startswith("240,0,")
         resp, body = get("/")
         assert "script-src 'self'" in resp.getheader("Content-Security-Policy")
+
+
+def test_a_source_named_as_a_file_serves_only_that_file(tmp_path):
+    path = write_records(tmp_path / "archive.jsonl", [make_record(0)])
+    (tmp_path / "neighbour.txt").write_text("not yours")
+    app = UiApp(RunIndex([path]))
+    assert app.handle("/runs/0/archive.jsonl", {}).status == 200
+    assert app.handle("/runs/0/neighbour.txt", {}).status == 403
