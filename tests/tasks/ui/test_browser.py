@@ -208,6 +208,7 @@ def test_live_run_and_bad_input_in_chromium(oracle_run, tmp_path, browser):
         # traversal through the URL is refused, in the browser as anywhere
         browser.get(server.url + "runs/0/..%2F..%2F..%2F..%2Fetc%2Fpasswd")
         assert "outside" in browser.find_element(By.ID, "error-message").text
+        assert any("403 (Forbidden)" in e for e in _console_errors(browser))  # and read off the log
 
 
 def test_static_report_shows_the_same_views_in_chromium(oracle_run, tmp_path, browser):
