@@ -15,6 +15,23 @@ except PackageNotFoundError:  # running from a source checkout that was never in
     __version__ = "0+unknown"
 
 from stateflow.blackboard import Blackboard
+from stateflow.checkpoint import (
+    CHECKPOINT_SCHEMA_VERSION,
+    Checkpoint,
+    CheckpointConflict,
+    CheckpointCorrupt,
+    Checkpointer,
+    CheckpointError,
+    CheckpointInvalid,
+    CheckpointNotFound,
+    CheckpointSchemaUnsupported,
+    CheckpointStoreUnavailable,
+    MemoryCheckpointer,
+    ThreadBusy,
+    ThreadInfo,
+    ThreadNotFound,
+    ThreadStatus,
+)
 from stateflow.conditions import Condition, Judge, last_contains, last_matches, meta_is, predicate, replies_in
 from stateflow.context import Context
 from stateflow.errors import (
@@ -49,10 +66,20 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ANY",
+    "CHECKPOINT_SCHEMA_VERSION",
     "LLM",
     "AutoGenAgent",
     "Blackboard",
     "ChatEndedError",
+    "Checkpoint",
+    "CheckpointConflict",
+    "CheckpointCorrupt",
+    "CheckpointError",
+    "CheckpointInvalid",
+    "CheckpointNotFound",
+    "CheckpointSchemaUnsupported",
+    "CheckpointStoreUnavailable",
+    "Checkpointer",
     "Condition",
     "ConfigError",
     "Context",
@@ -64,6 +91,7 @@ __all__ = [
     "Judge",
     "Kind",
     "LLMError",
+    "MemoryCheckpointer",
     "Message",
     "ModelAssignment",
     "ModelProfile",
@@ -74,6 +102,10 @@ __all__ = [
     "StateFlowError",
     "StateFlowView",
     "Step",
+    "ThreadBusy",
+    "ThreadInfo",
+    "ThreadNotFound",
+    "ThreadStatus",
     "Tool",
     "ToolResult",
     "Transition",
