@@ -14,6 +14,7 @@ See ``docs/checkpoints.md``.
 from stateflow.checkpoint.memory import MemoryCheckpointer
 from stateflow.checkpoint.protocol import Checkpointer
 from stateflow.checkpoint.record import CHECKPOINT_SCHEMA_VERSION, Checkpoint, ThreadInfo, ThreadStatus
+from stateflow.checkpoint.sqlite import SQLiteCheckpointer
 from stateflow.errors import (
     CheckpointConflict,
     CheckpointCorrupt,
@@ -38,6 +39,7 @@ __all__ = [
     "CheckpointStoreUnavailable",
     "Checkpointer",
     "MemoryCheckpointer",
+    "SQLiteCheckpointer",
     "ThreadBusy",
     "ThreadInfo",
     "ThreadNotFound",

@@ -13,6 +13,7 @@ MODULES = [
     "stateflow.conditions",
     "stateflow.checkpoint.record",
     "stateflow.checkpoint.memory",
+    "stateflow.checkpoint.sqlite",
     "stateflow.errors",
 ]
 
