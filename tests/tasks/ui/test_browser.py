@@ -54,12 +54,14 @@ def _wait_ready(driver) -> None:
 
 
 def _shot(driver, name: str) -> None:
+    """A screenshot of the whole page (not just the window), at most 4,000 pixels tall."""
+    import base64
+
     SHOTS.mkdir(parents=True, exist_ok=True)
-    # the whole page, not just the window: set the window to the page's height first
-    height = driver.execute_script("return Math.min(document.body.scrollHeight, 3000)")
-    driver.set_window_size(1400, max(800, height))
-    driver.save_screenshot(str(SHOTS / f"{name}.png"))
-    driver.set_window_size(1400, 1000)
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 4000), "scale": 1}
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"clip": clip, "captureBeyondViewport": True})
+    (SHOTS / f"{name}.png").write_bytes(base64.b64decode(shot["data"]))
 
 
 def _console_errors(driver) -> list[str]:
