@@ -15,6 +15,9 @@ Measured over real HTTP on 127.0.0.1 (the server in a thread of this process):
 * refresh: a request when the file did not change, and after one more record was appended;
 * memory: the process's resident set before and after indexing, and Python's traced peak while
   indexing (tracemalloc, in a second pass: it slows the pass down, so it is not timed).
+* baseline, in the same process: loading every record whole, as ``stateflow report`` does
+  (:meth:`ResultsFile.load`); the index's time and memory are also given as ratios to it, which
+  hold on a busy machine where the absolute times do not.
 
 Usage: .venv/bin/python scripts/bench_ui.py [--episodes 10000] [--samples 50] [--keep DIR]
 """
@@ -32,6 +35,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
+from stateflow.tasks.records import ResultsFile
 from stateflow.tasks.runner import RunSpec, evaluate
 from stateflow.tasks.ui.app import UiApp
 from stateflow.tasks.ui.index import RunIndex
@@ -129,9 +133,21 @@ def main() -> None:
     rss2 = _rss_mb()
 
     tracemalloc.start()
-    RunIndex([big])
-    _, peak = tracemalloc.get_traced_memory()
+    kept = RunIndex([big])
+    held, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
+    del kept
+    t = time.perf_counter()
+    ResultsFile(big / "results.jsonl").load()
+    t_full = time.perf_counter() - t
+    t = time.perf_counter()
+    RunIndex([big])
+    t_index2 = time.perf_counter() - t
+    tracemalloc.start()
+    whole = ResultsFile(big / "results.jsonl").load()
+    held_full, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del whole
 
     print(f"index ({len(eps)} episodes):          {t_index * 1000:8.0f} ms")
     print(
@@ -151,6 +167,12 @@ def main() -> None:
     print(
         f"memory: RSS {rss0:.0f} MB before indexing, {rss1:.0f} MB after (+{rss1 - rss0:.0f} MB for a "
         f"{size / 1e6:.0f} MB file), {rss2:.0f} MB after the pages; traced peak while indexing {peak / 1e6:.0f} MB"
+    )
+
+    print(
+        f"baseline, every record loaded whole: {t_full * 1000:.0f} ms, {held_full / 1e6:.0f} MB held; "
+        f"the index: {t_index2 * 1000:.0f} ms ({t_full / t_index2:.1f}x faster), {held / 1e6:.0f} MB held "
+        f"({held_full / held:.1f}x less)"
     )
 
 
