@@ -74,7 +74,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         host = (self.headers.get("Host") or "").strip().lower()
         if host not in self.server.allowed_hosts:
-            self._send(self._plain(421, f"this server answers only to {', '.join(sorted(self.server.allowed_hosts))}"))
+            allowed = ", ".join(sorted(self.server.allowed_hosts))
+            self._send(self._plain(421, f"this server answers only to {allowed}"), head=head)
             return
         parts = urlsplit(self.path)
         params = dict(parse_qsl(parts.query, keep_blank_values=True, max_num_fields=64))
@@ -83,7 +84,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as err:  # e.g. too many query fields
             resp = self._plain(400, str(err))
         except Exception:  # one bad page must not take the server down; say so
-            self.server.log_error_once()
+            self.server.report_error()
             resp = self._plain(500, "internal error (see the terminal running `stateflow ui`)")
         self._send(resp, head=head)
 
@@ -117,7 +118,8 @@ class UiServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/"
 
-    def log_error_once(self) -> None:
+    def report_error(self) -> None:
+        """Print the exception being handled (a page failed) where the user started the server."""
         import traceback
 
         traceback.print_exc()

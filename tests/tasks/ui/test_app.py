@@ -150,3 +150,21 @@ def test_a_source_named_as_a_file_serves_only_that_file(tmp_path):
     app = UiApp(RunIndex([path]))
     assert app.handle("/runs/0/archive.jsonl", {}).status == 200
     assert app.handle("/runs/0/neighbour.txt", {}).status == 403
+
+
+def test_a_failing_page_is_a_500_and_the_server_keeps_serving(app, monkeypatch, capsys):
+    def broken(_params):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(app, "tasks", broken)
+    with running(app) as server:
+        base = server.url
+        import urllib.error
+        import urllib.request
+
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(base + "tasks", timeout=10)
+        assert info.value.code == 500 and b"internal error" in info.value.read()
+        with urllib.request.urlopen(base, timeout=10) as resp:  # the next request is served
+            assert resp.status == 200
+    assert "RuntimeError: boom" in capsys.readouterr().err
