@@ -2,8 +2,8 @@
 
 :data:`PLUGIN` is declared in ``pyproject.toml`` under the ``stateflow.plugins`` entry points;
 the core CLI loads it and gets the commands ``run``, ``report``, ``compare``, ``archive``, ``demo``,
-``data``, ``bench paper`` and ``ui``, and the
-named flows of every registered benchmark (``stateflow graph intercode-sql``).
+``data``, ``bench paper`` and ``ui``, and the named flows of every registered benchmark
+(``stateflow graph intercode-sql``).
 """
 
 from __future__ import annotations
