@@ -16,6 +16,7 @@ from stateflow.tasks.metrics import load_results
 from stateflow.tasks.ui.app import UiApp
 from stateflow.tasks.ui.index import RunIndex
 from stateflow.tasks.ui.server import running
+from stateflow.tasks.ui.steps import steps_of
 
 SHOTS = Path(__file__).resolve().parents[3] / "docs" / "img" / "ui"
 
@@ -265,3 +266,38 @@ def test_an_archive_of_embedded_model_runs_in_chromium(browser):
         _wait_ready(browser)
         assert "holds no trace" in browser.find_element(By.ID, "playback").text
         assert browser.find_element(By.CSS_SELECTOR, "tr.submitted td pre").text  # the last action is kept
+
+
+RECORDED = Path(__file__).parent / "data" / "local_small_run.jsonl"
+
+
+def test_a_recorded_embedded_model_run_in_chromium(browser):
+    """Episodes the embedded Qwen2.5-Coder-0.5B model played (recorded once, kept here): a failed
+    episode shows what it submitted next to the gold rows, and each reply's tokens and latency."""
+    records = load_results([str(RECORDED)])
+    failed = next(r for r in records if not r.success and r.status == "ok")
+    app = UiApp(RunIndex([RECORDED]))
+    with running(app) as server:
+        base = server.url.rstrip("/")
+        browser.get(base + "/tasks?outcome=failed")
+        _wait_ready(browser)
+        assert len(browser.find_elements(By.CSS_SELECTOR, "tr.task-row")) == sum(
+            1 for r in records if r.status == "ok" and not r.success
+        )
+        browser.get(base + f"/episode?src=0&id={failed.identity_digest}&task={failed.task}")
+        _wait_ready(browser)
+        assert browser.find_element(By.CSS_SELECTOR, "tr.submitted td pre").text == (failed.last_action or "-")
+        assert browser.find_element(By.CSS_SELECTOR, "pre.gold-rows").text == failed.eval["eval_obs"]
+        text = browser.find_element(By.ID, "playback").text
+        for m in (m for m in failed.history if m["kind"] == "llm"):
+            u = m["usage"]
+            assert f"{u['prompt_tokens']} prompt + {u['completion_tokens']} completion tokens" in text
+            assert f"{u['latency_s']:.3f} s" in text
+        _shot(browser, "episode_local_model")
+        # the same task under the other method, step by step
+        other = next(r for r in records if r.task == failed.task and r.method != failed.method)
+        browser.find_element(By.XPATH, f"//a[@class='side-link' and text()='{other.method}']").click()
+        _wait_ready(browser)
+        rows = browser.find_elements(By.CSS_SELECTOR, "tr.aligned")
+        assert len(rows) == max(len(steps_of(failed.history)), len(steps_of(other.history)))
+        assert other.last_action in browser.find_elements(By.CSS_SELECTOR, "tr.submitted td pre")[2].text
