@@ -11,8 +11,10 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stateflow.checkpoint.record import Checkpoint, ThreadInfo, ThreadStatus
+from stateflow.checkpoint.rows import DEFAULT_SNAPSHOT_EVERY, PayloadCache, decode_rows, encode_row, window_start
 from stateflow.errors import (
     CheckpointConflict,
+    CheckpointCorrupt,
     CheckpointNotFound,
     CheckpointStoreUnavailable,
     ConfigError,
@@ -76,6 +78,8 @@ class PostgresCheckpointer:
           the claim and held while it lasts: the server drops the lock with the connection, so a
           killed process (or, through TCP keepalives, a vanished machine) leaves no stale claim. The
           holder's name is written to ``stateflow_claims`` for the other side's message only.
+        - Rows store the changes since the previous step, with a full row every ``snapshot_every``
+          steps (``stateflow.checkpoint.rows``); reads always return full payloads.
         - A server that goes away raises :class:`~stateflow.errors.CheckpointStoreUnavailable`
           (naming the DSN without its password); committed checkpoints stay, and the next call
           reconnects.
@@ -83,13 +87,20 @@ class PostgresCheckpointer:
     Args:
         dsn: a libpq connection string or URL (``postgresql://user@host/db``, ``host=/run/pg dbname=x``).
         connect_timeout: seconds to wait for the server on each (re)connection.
+        snapshot_every: a full row every this many steps (1: every row full, no deltas).
 
     Raises:
         ConfigError: psycopg is not installed (``pip install 'stateflow[postgres]'``).
         CheckpointStoreUnavailable: the server cannot be reached.
     """
 
-    def __init__(self, dsn: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, dsn: str, *, connect_timeout: float = 10.0, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY
+    ) -> None:
+        if snapshot_every < 1:
+            raise ValueError(f"snapshot_every must be >= 1, got {snapshot_every}")
+        self.snapshot_every = snapshot_every
+        self._cache = PayloadCache()
         try:
             import psycopg
         except ImportError as err:
@@ -143,52 +154,73 @@ class PostgresCheckpointer:
     def put(self, checkpoint: Checkpoint) -> None:
         """See :meth:`stateflow.checkpoint.Checkpointer.put`."""
         c = checkpoint
-        body = c.to_json()
         parent_thread, parent_step = c.parent if c.parent is not None else (None, None)
-        row = (c.thread_id, c.step, c.flow_name, c.state, str(c.status), c.created_at, parent_thread, parent_step, body)
+        row = (c.thread_id, c.step, c.flow_name, c.state, str(c.status), c.created_at, parent_thread, parent_step)
 
         def write(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_PUT_NS, c.thread_id))
-                latest = conn.execute(
-                    "SELECT MAX(step) FROM stateflow_checkpoints WHERE thread_id = %s", (c.thread_id,)
-                ).fetchone()[0]  # type: ignore[index]
+                latest = self._latest_step(conn, c.thread_id)
                 if c.step != (0 if latest is None else latest + 1):
                     raise CheckpointConflict(c.thread_id, c.step, latest)
-                conn.execute("INSERT INTO stateflow_checkpoints VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", row)
+                body, payload = encode_row(c, self._base(conn, c), self.snapshot_every)
+                conn.execute(
+                    "INSERT INTO stateflow_checkpoints VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", (*row, body)
+                )
+            self._cache.remember(c.thread_id, c.step, payload)  # after the commit, under the lock
 
         self._run(write)
 
+    def _base(self, conn: psycopg.Connection[Any], checkpoint: Checkpoint) -> dict[str, Any] | None:
+        """The payload of the step before ``checkpoint`` (``None``: write it full)."""
+        if checkpoint.step == 0 or checkpoint.step % self.snapshot_every == 0:
+            return None
+        cached = self._cache.get(checkpoint.thread_id, checkpoint.step - 1)
+        if cached is not None:
+            return cached
+        try:
+            self._read(conn, checkpoint.thread_id, checkpoint.step - 1)  # caches its payload
+        except CheckpointCorrupt:
+            return None  # an unreadable base: this row starts afresh, full
+        return self._cache.get(checkpoint.thread_id, checkpoint.step - 1)
+
+    @staticmethod
+    def _latest_step(conn: psycopg.Connection[Any], thread_id: str) -> int | None:
+        row = conn.execute("SELECT MAX(step) FROM stateflow_checkpoints WHERE thread_id = %s", (thread_id,)).fetchone()
+        return None if row is None else row[0]
+
+    def _read(self, conn: psycopg.Connection[Any], thread_id: str, step: int) -> Checkpoint:
+        """Decode ``step`` (which exists) from its window of rows; called under the lock."""
+        rows = conn.execute(
+            "SELECT step, body FROM stateflow_checkpoints "
+            "WHERE thread_id = %s AND step BETWEEN %s AND %s ORDER BY step",
+            (thread_id, window_start(step, self.snapshot_every), step),
+        ).fetchall()
+        decoded, payload = decode_rows(rows, lambda s: self._where(thread_id, s))
+        self._cache.remember(thread_id, step, payload)
+        return decoded[-1]
+
     def latest(self, thread_id: str) -> Checkpoint | None:
         """See :meth:`stateflow.checkpoint.Checkpointer.latest`."""
-        row = self._run(
-            lambda conn: conn.execute(
-                "SELECT step, body FROM stateflow_checkpoints WHERE thread_id = %s ORDER BY step DESC LIMIT 1",
-                (thread_id,),
-            ).fetchone()
-        )
-        return None if row is None else Checkpoint.from_json(row[1], where=self._where(thread_id, row[0]))
+
+        def read(conn: psycopg.Connection[Any]) -> Checkpoint | None:
+            step = self._latest_step(conn, thread_id)
+            return None if step is None else self._read(conn, thread_id, step)
+
+        return self._run(read)
 
     def get(self, thread_id: str, step: int) -> Checkpoint:
         """See :meth:`stateflow.checkpoint.Checkpointer.get`."""
 
-        def read(conn: psycopg.Connection[Any]) -> tuple[str | None, int | None]:
-            row = conn.execute(
-                "SELECT body FROM stateflow_checkpoints WHERE thread_id = %s AND step = %s", (thread_id, step)
-            ).fetchone()
-            if row is not None:
-                return row[0], None
-            latest = conn.execute(
-                "SELECT MAX(step) FROM stateflow_checkpoints WHERE thread_id = %s", (thread_id,)
-            ).fetchone()
-            return None, None if latest is None else latest[0]
-
-        body, latest = self._run(read)
-        if body is None:
+        def read(conn: psycopg.Connection[Any]) -> Checkpoint:
+            latest = self._latest_step(conn, thread_id)
             if latest is None:
                 raise ThreadNotFound(thread_id, f"postgres {redact_dsn(self.dsn)}")
-            raise CheckpointNotFound(thread_id, step, latest, f"postgres {redact_dsn(self.dsn)}")
-        return Checkpoint.from_json(body, where=self._where(thread_id, step))
+            if not 0 <= step <= latest:
+                raise CheckpointNotFound(thread_id, step, latest, f"postgres {redact_dsn(self.dsn)}")
+            return self._read(conn, thread_id, step)
+
+        return self._run(read)
 
     def list(self, thread_id: str) -> builtins.list[Checkpoint]:
         """See :meth:`stateflow.checkpoint.Checkpointer.list`."""
@@ -199,7 +231,7 @@ class PostgresCheckpointer:
         )
         if not rows:
             raise ThreadNotFound(thread_id, f"postgres {redact_dsn(self.dsn)}")
-        return [Checkpoint.from_json(body, where=self._where(thread_id, step)) for step, body in rows]
+        return decode_rows(rows, lambda s: self._where(thread_id, s), strict=True)[0]
 
     def threads(self) -> builtins.list[ThreadInfo]:
         """See :meth:`stateflow.checkpoint.Checkpointer.threads`."""

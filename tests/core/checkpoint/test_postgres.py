@@ -14,6 +14,8 @@ from tests.core.checkpoint.pg_server import PgServer
 
 
 class TestPostgresCheckpointer(CheckpointerContract):
+    deltas = True
+
     @pytest.fixture
     def cp(self, pg_dsn: str) -> Iterator[PostgresCheckpointer]:
         store = PostgresCheckpointer(pg_dsn)

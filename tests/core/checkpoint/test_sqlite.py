@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -14,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from stateflow.checkpoint import Checkpoint, SQLiteCheckpointer
-from tests.core.checkpoint.contract import ROOT, CheckpointerContract, fill
+from tests.core.checkpoint.contract import ROOT, CheckpointerContract, fill, make
 
 
 class TestSQLiteCheckpointer(CheckpointerContract):
+    deltas = True
+
     @pytest.fixture
     def cp(self, tmp_path: Path) -> Iterator[SQLiteCheckpointer]:
         store = SQLiteCheckpointer(tmp_path / "runs.db")
@@ -68,6 +71,41 @@ def test_a_checkpointer_is_shared_by_threads_each_with_its_connection(tmp_path: 
     assert sorted(i.thread_id for i in cp.threads()) == ["t0", "t1", "t2", "t3"]
     assert all(i.step == 19 for i in cp.threads())
     cp.close()
+
+
+def test_rows_are_deltas_between_full_rows(tmp_path: Path) -> None:
+    cp = SQLiteCheckpointer(tmp_path / "runs.db", snapshot_every=4)
+    written = [make("t", s) for s in range(9)]
+    for c in written:
+        cp.put(c)
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        kinds = [
+            "delta" if json.loads(body).get("format") == "delta" else "full"
+            for (body,) in conn.execute("SELECT body FROM checkpoints ORDER BY step")
+        ]
+        stored = conn.execute("SELECT SUM(LENGTH(body)) FROM checkpoints").fetchone()[0]
+    assert kinds == ["full", "delta", "delta", "delta", "full", "delta", "delta", "delta", "full"]
+    assert stored < 0.65 * sum(len(c.to_json()) for c in written)  # 59 % here; 1/16 at 50 steps
+    assert cp.list("t") == written
+    cp.close()
+    full = SQLiteCheckpointer(tmp_path / "full.db", snapshot_every=1)
+    for c in written:
+        full.put(c)
+    assert full.list("t") == written
+    with sqlite3.connect(tmp_path / "full.db") as conn:
+        assert all("format" not in json.loads(b) for (b,) in conn.execute("SELECT body FROM checkpoints"))
+    full.close()
+
+
+def test_a_put_after_a_damaged_latest_row_starts_a_full_row(tmp_path: Path) -> None:
+    cp = SQLiteCheckpointer(tmp_path / "runs.db")
+    fill(cp, "t", 3)
+    TestSQLiteCheckpointer().write_raw(cp, "t", 2, "garbage")
+    writer = SQLiteCheckpointer(tmp_path / "runs.db")  # no cached base: must read it, and cannot
+    writer.put(make("t", 3))
+    assert cp.get("t", 3) == make("t", 3) and cp.get("t", 1) == make("t", 1)
+    cp.close()
+    writer.close()
 
 
 def test_a_path_that_cannot_hold_a_database_fails_at_construction(tmp_path: Path) -> None:
