@@ -12,6 +12,7 @@ __all__ = [
     "CheckpointCorrupt",
     "CheckpointError",
     "CheckpointInvalid",
+    "CheckpointMismatch",
     "CheckpointNotFound",
     "CheckpointSchemaUnsupported",
     "CheckpointStoreUnavailable",
@@ -284,3 +285,22 @@ class CheckpointStoreUnavailable(CheckpointError):
         self.dsn = redact_dsn(dsn)
         self.reason = reason
         super().__init__(f"checkpoint store {self.dsn} is unavailable: {reason}")
+
+
+class CheckpointMismatch(CheckpointError):
+    """A thread is continued under a flow whose definition differs from the one that saved it
+    (their fingerprints differ). ``fork(..., flow=...)`` branches off under another flow.
+
+    Attributes:
+        thread_id: the thread.
+        saved: ``(flow name, fingerprint)`` of the flow that saved it.
+        given: ``(flow name, fingerprint)`` of the flow given now.
+    """
+
+    def __init__(self, thread_id: str, saved: tuple[str, str], given: tuple[str, str], step: int):
+        self.thread_id, self.saved, self.given = thread_id, saved, given
+        super().__init__(
+            f"thread {thread_id!r} was saved by flow {saved[0]!r} (fingerprint {saved[1][:12]}), not by this flow "
+            f"{given[0]!r} (fingerprint {given[1][:12]}): the definition changed. Continue it with the flow that "
+            f"saved it, or branch off with fork({thread_id!r}, at={step}, flow=...)"
+        )
