@@ -1,4 +1,5 @@
-"""Fixtures of the checkpoint tests: a private PostgreSQL server for the session, one database per test."""
+"""Fixtures shared by the core tests: a private PostgreSQL server for the session (checkpoint stores),
+one database per test."""
 
 from __future__ import annotations
 
