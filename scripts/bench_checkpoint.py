@@ -8,6 +8,11 @@ checkpoint written (several threads), and the bytes a thread stores as full copi
 checkpointers store: ``Checkpoint.to_json``) against a delta scheme (``stateflow.checkpoint.delta``:
 the new history items and changed keys only).
 
+Episode ratio: the durable-run tests' 9-transition flow (tests/core/durable/flows.py: Prompt, LLM,
+Tool, Judge, a user's AutoGen agent) against the fake OpenAI-compatible server on 127.0.0.1, run
+alternately without and with each checkpointer in this process; the ratio is the median extra
+wall time per episode over the median episode without checkpoints.
+
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
 
@@ -135,6 +140,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[10, 50])
     parser.add_argument("--postgres", metavar="DSN", help="an existing server (default: start a throwaway one)")
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--episodes", type=int, default=15, help="episodes per backend for the ratio (0: skip)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp, contextmanager_or_none(not args.no_postgres, args.postgres) as dsn:
@@ -154,6 +160,8 @@ def main() -> None:
                     print(f"{name:28} {steps:>5} {put * 1e3:>16.3f} {latest * 1e3:>19.3f}")
             finally:
                 cp.close()
+        if args.episodes:
+            episode_ratios(backends, args.episodes)  # new thread ids (e0, e1, ...) in the same stores
         print()
         print("bytes per thread: full copies, pure deltas (step 0 full), and what SQLite stores per snapshot_every")
         intervals = [1, 5, 10, 25]
@@ -181,6 +189,39 @@ def main() -> None:
             )
             cp.close()
             fresh.close()
+
+
+def episode_ratios(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int) -> None:
+    """Median wall time of a fake-model episode without and with each checkpointer (alternated)."""
+    from stateflow import run
+    from stateflow.testing.fake_openai import FakeOpenAIServer
+    from tests.core.durable.flows import fake_profile, long_flow, responder
+
+    print()
+    print(f"episode wall time, {episodes} episodes each (alternated with a run without checkpoints)")
+    print(f"{'backend':28} {'without ms':>11} {'with ms':>9} {'extra ms':>9} {'ratio':>7} {'checkpoints':>12}")
+    with FakeOpenAIServer(responder) as server:
+        model = fake_profile(server.url)
+        run(long_flow(server.url), "T", models=model, telemetry=False)  # warm-up (imports, connections)
+        for name, factory in backends:
+            cp = factory()
+            plain, saved = [], []
+            try:
+                for i in range(episodes):
+                    start = time.perf_counter()
+                    run(long_flow(server.url), "T", models=model, telemetry=False)
+                    plain.append(time.perf_counter() - start)
+                    start = time.perf_counter()
+                    run(long_flow(server.url), "T", models=model, telemetry=False, checkpointer=cp, thread_id=f"e{i}")
+                    saved.append(time.perf_counter() - start)
+                per_thread = len(cp.list("e0"))
+            finally:
+                cp.close()
+            base, with_cp = statistics.median(plain), statistics.median(saved)
+            print(
+                f"{name:28} {base * 1e3:>11.1f} {with_cp * 1e3:>9.1f} {(with_cp - base) * 1e3:>9.1f} "
+                f"{(with_cp - base) / base:>7.1%} {per_thread:>12}"
+            )
 
 
 @contextmanager
