@@ -3,13 +3,18 @@ server going away and coming back."""
 
 from __future__ import annotations
 
+import os
+import random
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
 from stateflow.checkpoint import CheckpointStoreUnavailable, PostgresCheckpointer
-from tests.core.checkpoint.contract import CheckpointerContract, fill, make
+from tests.core.checkpoint.contract import ROOT, CheckpointerContract, fill, make
 from tests.core.checkpoint.pg_server import PgServer
 
 
@@ -63,6 +68,36 @@ def test_the_server_going_away_is_a_clear_error_and_the_last_checkpoint_survives
     cp.put(make("t", 3))
     assert cp.latest("t") == make("t", 3)
     cp.close()
+
+
+def test_kill_9_of_a_writer_at_random_moments_leaves_every_thread_whole(pg_dsn: str) -> None:
+    # The client side of crash safety: a put is one transaction, so a writer killed mid-put leaves
+    # no half row and no gap (the server's own crash safety is PostgreSQL's).
+    rng = random.Random(4343)
+    totals = []
+    for _ in range(10):
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.core.checkpoint.writer", "postgres", pg_dsn, "3"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        try:
+            child.wait(timeout=rng.uniform(0.02, 0.4))
+        except subprocess.TimeoutExpired:
+            os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL
+        cp = PostgresCheckpointer(pg_dsn)
+        counts = []
+        for info in cp.threads():
+            steps = cp.list(info.thread_id)
+            assert [c.step for c in steps] == list(range(len(steps)))
+            assert len(steps[-1].payload["history"]) == 2 * len(steps)
+            counts.append(len(steps))
+        cp.close()
+        totals.append(sum(counts))
+    assert totals == sorted(totals) and totals[-1] > totals[0] > 0, totals
 
 
 def test_an_unreachable_server_fails_at_construction_naming_the_dsn(pg_server: PgServer) -> None:
