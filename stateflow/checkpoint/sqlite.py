@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import builtins
 import fcntl
+import functools
 import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from stateflow.checkpoint.record import Checkpoint, ThreadInfo, ThreadStatus
 from stateflow.checkpoint.rows import DEFAULT_SNAPSHOT_EVERY, PayloadCache, decode_rows, encode_row, window_start
-from stateflow.errors import CheckpointConflict, CheckpointCorrupt, CheckpointNotFound, ThreadBusy, ThreadNotFound
+from stateflow.errors import (
+    CheckpointConflict,
+    CheckpointCorrupt,
+    CheckpointNotFound,
+    CheckpointStoreUnavailable,
+    ThreadBusy,
+    ThreadNotFound,
+)
 
 __all__ = ["SQLiteCheckpointer"]
 
@@ -45,6 +53,27 @@ JOIN (SELECT thread_id, MAX(step) AS top FROM checkpoints GROUP BY thread_id) AS
 JOIN checkpoints AS f ON f.thread_id = l.thread_id AND f.step = 0
 ORDER BY l.created_at DESC, l.thread_id DESC
 """
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """SQLite's own failures (locked past the timeout, disk full, not a database, unopenable
+    path) become CheckpointStoreUnavailable naming the file; checkpoint errors pass through."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.IntegrityError:
+            raise  # a broken invariant, not an unavailable store: never expected (put checks first)
+        except sqlite3.DatabaseError as err:
+            self = args[0]
+            raise CheckpointStoreUnavailable(f"sqlite {self.path}", str(err)) from err  # type: ignore[attr-defined]
+
+    return wrapper
 
 
 class SQLiteCheckpointer:
@@ -99,7 +128,10 @@ class SQLiteCheckpointer:
         self._lock = threading.Lock()
         self._connections: builtins.list[sqlite3.Connection] = []
         self._claims_dir = self.path.with_name(self.path.name + ".claims")
-        self._connect()  # create the schema now: a bad path fails here, not at the first put
+        try:
+            self._connect()  # create the schema now: a bad path fails here, not at the first put
+        except sqlite3.DatabaseError as err:
+            raise CheckpointStoreUnavailable(f"sqlite {self.path}", str(err)) from err
 
     def __repr__(self) -> str:
         return f"SQLiteCheckpointer({str(self.path)!r})"
@@ -122,6 +154,7 @@ class SQLiteCheckpointer:
     def _where(self, thread_id: str, step: int) -> str:
         return f"sqlite {self.path}, thread {thread_id!r} step {step}"
 
+    @_store_errors
     def put(self, checkpoint: Checkpoint) -> None:
         """See :meth:`stateflow.checkpoint.Checkpointer.put`."""
         c = checkpoint
@@ -172,12 +205,14 @@ class SQLiteCheckpointer:
             self._cache.remember(thread_id, step, payload)
         return decoded[-1]
 
+    @_store_errors
     def latest(self, thread_id: str) -> Checkpoint | None:
         """See :meth:`stateflow.checkpoint.Checkpointer.latest`."""
         conn = self._connect()
         step = self._latest_step(conn, thread_id)
         return None if step is None else self._read(conn, thread_id, step)
 
+    @_store_errors
     def get(self, thread_id: str, step: int) -> Checkpoint:
         """See :meth:`stateflow.checkpoint.Checkpointer.get`."""
         conn = self._connect()
@@ -188,6 +223,7 @@ class SQLiteCheckpointer:
             raise CheckpointNotFound(thread_id, step, latest, f"sqlite {self.path}")
         return self._read(conn, thread_id, step)
 
+    @_store_errors
     def list(self, thread_id: str) -> builtins.list[Checkpoint]:
         """See :meth:`stateflow.checkpoint.Checkpointer.list`."""
         rows = (
@@ -199,6 +235,7 @@ class SQLiteCheckpointer:
             raise ThreadNotFound(thread_id, f"sqlite {self.path}")
         return decode_rows(rows, lambda s: self._where(thread_id, s), strict=True)[0]
 
+    @_store_errors
     def threads(self) -> builtins.list[ThreadInfo]:
         """See :meth:`stateflow.checkpoint.Checkpointer.threads`."""
         return [

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stateflow.checkpoint import Checkpoint, SQLiteCheckpointer
+from stateflow.checkpoint import Checkpoint, CheckpointStoreUnavailable, SQLiteCheckpointer
 from tests.core.checkpoint.contract import ROOT, CheckpointerContract, fill, make
 
 
@@ -110,8 +110,30 @@ def test_a_put_after_a_damaged_latest_row_starts_a_full_row(tmp_path: Path) -> N
 
 def test_a_path_that_cannot_hold_a_database_fails_at_construction(tmp_path: Path) -> None:
     (tmp_path / "dir.db").mkdir()
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(CheckpointStoreUnavailable) as err:
         SQLiteCheckpointer(tmp_path / "dir.db")
+    assert "dir.db" in str(err.value)
+    (tmp_path / "text.db").write_text("this is not a database, it is a shopping list\n" * 100)
+    with pytest.raises(CheckpointStoreUnavailable, match="not a database"):
+        SQLiteCheckpointer(tmp_path / "text.db")
+
+
+def test_a_writer_locked_out_past_its_timeout_gets_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
+    cp = SQLiteCheckpointer(tmp_path / "runs.db", timeout=0.2)
+    fill(cp, "t", 2)
+    blocker = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another process in the middle of a long write
+    try:
+        with pytest.raises(CheckpointStoreUnavailable) as err:
+            cp.put(make("t", 2))
+        assert "runs.db" in str(err.value) and "locked" in str(err.value)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert cp.latest("t") == make("t", 1)
+    cp.put(make("t", 2))  # and the store works again
+    assert cp.latest("t") == make("t", 2)
+    cp.close()
 
 
 def check_store(path: Path) -> dict[str, int]:
