@@ -196,7 +196,7 @@ class PostgresCheckpointer:
             "WHERE thread_id = %s AND step BETWEEN %s AND %s ORDER BY step",
             (thread_id, window_start(step, self.snapshot_every), step),
         ).fetchall()
-        decoded, payload = decode_rows(rows, lambda s: self._where(thread_id, s))
+        decoded, payload = decode_rows(rows, thread_id, lambda s: self._where(thread_id, s))
         self._cache.remember(thread_id, step, payload)
         return decoded[-1]
 
@@ -231,7 +231,7 @@ class PostgresCheckpointer:
         )
         if not rows:
             raise ThreadNotFound(thread_id, f"postgres {redact_dsn(self.dsn)}")
-        return decode_rows(rows, lambda s: self._where(thread_id, s), strict=True)[0]
+        return decode_rows(rows, thread_id, lambda s: self._where(thread_id, s), strict=True)[0]
 
     def threads(self) -> builtins.list[ThreadInfo]:
         """See :meth:`stateflow.checkpoint.Checkpointer.threads`."""

@@ -97,7 +97,7 @@ def _exposed(checkpoint: Checkpoint) -> Checkpoint:
 
 
 def decode_rows(
-    rows: Sequence[tuple[int, Any]], where: Any, *, strict: bool = False
+    rows: Sequence[tuple[int, Any]], thread_id: str, where: Any, *, strict: bool = False
 ) -> tuple[list[Checkpoint], dict[str, Any]]:
     """Rebuild consecutive rows ``[(step, text), ...]`` (ascending) into checkpoints.
 
@@ -106,6 +106,7 @@ def decode_rows(
 
     Args:
         rows: ``(step, stored text)`` ascending, ending with the step wanted.
+        thread_id: their thread (set on errors as ``thread_id``; ``step`` is the step that failed).
         where: ``where(step)`` names a row's location for messages.
         strict: raise at the first damaged row and return every checkpoint (``list``); otherwise
             only the last one is returned (``get``, ``latest``) and only it must be readable.
@@ -125,7 +126,8 @@ def decode_rows(
     previous_step: int | None = None
     for step, text in rows:
         if previous_step is not None and step != previous_step + 1:
-            damaged = (step, CheckpointCorrupt(where(step), f"step {previous_step + 1} is missing"))
+            gap = previous_step + 1
+            damaged = (gap, CheckpointCorrupt(where(gap), "the row is missing", thread_id=thread_id, step=gap))
             base = None
         previous_step = step
         try:
@@ -139,12 +141,14 @@ def decode_rows(
                 if base is None:
                     if damaged is None:  # the window starts in the middle of a delta chain
                         raise CheckpointCorrupt(where(step), "delta row without a full row before it")
+                    if not strict and step != rows[-1][0]:
+                        continue  # built on the damaged row too; `damaged` keeps naming the root
                     bad_step, err = damaged
                     raise CheckpointCorrupt(
                         where(step),
                         f"stored as changes since step {step - 1}, built on step {bad_step}, which is damaged "
                         f"({err.problem})",
-                        thread_id=err.thread_id,
+                        thread_id=thread_id,
                         step=step,
                     ) from err
                 try:
@@ -157,6 +161,8 @@ def decode_rows(
             if checkpoint.step != step:
                 raise CheckpointCorrupt(where(step), f"row holds step {checkpoint.step}")
         except CheckpointCorrupt as err:
+            err.thread_id = err.thread_id or thread_id
+            err.step = step if err.step is None else err.step
             if strict or step == rows[-1][0]:
                 raise
             damaged, base = (step, err), None

@@ -200,7 +200,7 @@ class SQLiteCheckpointer:
             "SELECT step, body FROM checkpoints WHERE thread_id = ? AND step BETWEEN ? AND ? ORDER BY step",
             (thread_id, window_start(step, self.snapshot_every), step),
         ).fetchall()
-        decoded, payload = decode_rows(rows, lambda s: self._where(thread_id, s))
+        decoded, payload = decode_rows(rows, thread_id, lambda s: self._where(thread_id, s))
         with self._lock:
             self._cache.remember(thread_id, step, payload)
         return decoded[-1]
@@ -233,7 +233,7 @@ class SQLiteCheckpointer:
         )
         if not rows:
             raise ThreadNotFound(thread_id, f"sqlite {self.path}")
-        return decode_rows(rows, lambda s: self._where(thread_id, s), strict=True)[0]
+        return decode_rows(rows, thread_id, lambda s: self._where(thread_id, s), strict=True)[0]
 
     @_store_errors
     def threads(self) -> builtins.list[ThreadInfo]:

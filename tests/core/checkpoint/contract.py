@@ -296,6 +296,7 @@ class CheckpointerContract:
             cp.get("hurt", 1)
         message = str(err.value)
         assert "'hurt'" in message and "step 1" in message, message
+        assert (err.value.thread_id, err.value.step) == ("hurt", 1)
         if damage == "truncated":
             assert "truncated" in message
         if damage == "bad-status":
@@ -311,6 +312,7 @@ class CheckpointerContract:
                 with pytest.raises(CheckpointCorrupt) as later:
                     read()
                 assert "step 2" in str(later.value) and "built on step 1, which is damaged" in str(later.value)
+                assert (later.value.thread_id, later.value.step) == ("hurt", 2)
         else:
             assert cp.get("hurt", 2) == written[2] and cp.latest("hurt") == written[2]
             cp.put(make("hurt", 3))  # and the thread can still be continued

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from stateflow.checkpoint import Checkpoint, CheckpointStoreUnavailable, SQLiteCheckpointer
+from stateflow.checkpoint import Checkpoint, CheckpointCorrupt, CheckpointStoreUnavailable, SQLiteCheckpointer
 from tests.core.checkpoint.contract import ROOT, CheckpointerContract, fill, make
 
 
@@ -95,6 +95,18 @@ def test_rows_are_deltas_between_full_rows(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "full.db") as conn:
         assert all("format" not in json.loads(b) for (b,) in conn.execute("SELECT body FROM checkpoints"))
     full.close()
+
+
+def test_a_long_chain_on_a_damaged_row_names_the_damaged_row(tmp_path: Path) -> None:
+    cp = SQLiteCheckpointer(tmp_path / "runs.db")  # full rows at 0 and 10
+    written = fill(cp, "t", 12)
+    TestSQLiteCheckpointer().write_raw(cp, "t", 2, "{truncated")
+    with pytest.raises(CheckpointCorrupt) as err:
+        cp.get("t", 7)
+    assert "built on step 2, which is damaged" in str(err.value) and "truncated" in str(err.value)
+    assert (err.value.thread_id, err.value.step) == ("t", 7)
+    assert cp.get("t", 1) == written[1] and cp.get("t", 10) == written[10] and cp.latest("t") == written[11]
+    cp.close()
 
 
 def test_a_put_after_a_damaged_latest_row_starts_a_full_row(tmp_path: Path) -> None:
