@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
-from stateflow.tasks.runner import RunSpec, evaluate, open_env
+from stateflow.tasks.harness.runner import RunSpec, evaluate, open_env
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.testing.fake_openai import FakeOpenAIServer

@@ -175,7 +175,7 @@ def write_results(text: str, path: Path) -> None:
 
 def run(args: argparse.Namespace) -> bool:
     """Run the sample (resumable); False when a stop request ended it early."""
-    from stateflow.tasks.runner import RunSpec, evaluate
+    from stateflow.tasks.harness.runner import RunSpec, evaluate
 
     from stateflow import ModelAssignment
     from stateflow.profiles import BUILTIN_PROFILES
@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         if not finished:
             print("stopped: finished episodes are recorded; run the command again to resume", file=sys.stderr)
             return 130
-    from stateflow.tasks.metrics import load_results
+    from stateflow.tasks.reports.metrics import load_results
 
     dirs = sorted(str(d) for d in args.runs.glob("*") if (d / "results.jsonl").exists())
     table = cells(load_results(dirs), args.agent) if dirs else []

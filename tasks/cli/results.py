@@ -25,8 +25,8 @@ from stateflow.errors import ConfigError
 if TYPE_CHECKING:  # the commands import their modules when run, to keep `stateflow --help` fast
     from collections.abc import Sequence
 
-    from stateflow.tasks.episode_record import EpisodeRecord
-    from stateflow.tasks.paired import PairedComparison
+    from stateflow.tasks.kit.episode_record import EpisodeRecord
+    from stateflow.tasks.reports.paired import PairedComparison
 
 __all__ = ["parse_side", "register"]
 
@@ -104,8 +104,8 @@ def register(app: typer.Typer) -> None:
         one. The archive reads like a results file: `stateflow report` and `stateflow compare`
         take it, and `stateflow bench paper` resumes from its own (docs/data/paper).
         """
-        from stateflow.tasks.archive import RecordArchive
-        from stateflow.tasks.metrics import load_results
+        from stateflow.tasks.harness.archive import RecordArchive
+        from stateflow.tasks.reports.metrics import load_results
 
         records = load_results(dirs)
         if not records:
@@ -136,8 +136,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compare two methods on the tasks both finished: success, won / lost, sign test, tokens, time."""
         from stateflow.tasks.cli.run import _table_console
-        from stateflow.tasks.metrics import load_results
-        from stateflow.tasks.paired import compare, side_records
+        from stateflow.tasks.reports.metrics import load_results
+        from stateflow.tasks.reports.paired import compare, side_records
 
         sides, labels = [], []
         for text in (baseline, candidate):

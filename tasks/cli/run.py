@@ -22,7 +22,7 @@ from stateflow.errors import ConfigError
 from stateflow.profiles import ModelAssignment, load_config, parse_model_options
 
 if TYPE_CHECKING:  # the registry imports every benchmark: only once a command runs
-    from stateflow.tasks.registry import BenchmarkRegistry
+    from stateflow.tasks.harness.registry import BenchmarkRegistry
 
 __all__ = ["register"]
 
@@ -90,7 +90,7 @@ def _executor(kind: Executor, address: str | None, models: ModelAssignment | Non
         if address:
             raise ConfigError("--ray-address needs --executor ray")
         return {}
-    from stateflow.tasks.ray_executor import ray_executor_factory  # imports ray: only when asked for
+    from stateflow.tasks.harness.ray_executor import ray_executor_factory  # imports ray: only when asked for
 
     return {"executor_factory": ray_executor_factory(address, models, num_cpus=cpus)}
 
@@ -102,8 +102,8 @@ def _table_console() -> Console:
 
 
 def _print_results(console: Console, records: list[dict], title: str) -> None:
-    from stateflow.tasks.metrics import summarize
-    from stateflow.tasks.report import metrics_table
+    from stateflow.tasks.reports.metrics import summarize
+    from stateflow.tasks.reports.report import metrics_table
 
     if records:
         console.print(metrics_table(summarize(records), title=title))
@@ -196,9 +196,9 @@ def register(app: typer.Typer) -> None:
         A method is a name from --list-methods or a flow of yours as module:attribute (imported
         from the current directory), evaluated with the same records, resume and report.
         """
-        from stateflow.tasks.benchmark import DatasetRequest
-        from stateflow.tasks.registry import default_registry
-        from stateflow.tasks.runner import RunSpec, evaluate
+        from stateflow.tasks.harness.registry import default_registry
+        from stateflow.tasks.harness.runner import RunSpec, evaluate
+        from stateflow.tasks.kit.benchmark import DatasetRequest
 
         console = Console(stderr=True)
         registry = default_registry()
@@ -264,8 +264,8 @@ def register(app: typer.Typer) -> None:
         by_hardness: Annotated[bool, typer.Option(help="also print the table by hardness")] = False,
     ) -> None:
         """Print the paper-style table and write plots and an HTML report."""
-        from stateflow.tasks.metrics import GROUP_KEYS, load_results, summarize
-        from stateflow.tasks.report import metrics_table, write_report
+        from stateflow.tasks.reports.metrics import GROUP_KEYS, load_results, summarize
+        from stateflow.tasks.reports.report import metrics_table, write_report
 
         records = load_results(dirs)
         if not records:
@@ -275,7 +275,7 @@ def register(app: typer.Typer) -> None:
         if by_hardness:
             keys = (*GROUP_KEYS, "hardness")
             console.print(metrics_table(summarize(records, keys), keys, title="by hardness"))
-        from stateflow.tasks.report_pdoctor import pdoctor_tables  # pdoctor: by number of actions and error class
+        from stateflow.tasks.pdoctor.report import pdoctor_tables  # pdoctor: by number of actions and error class
 
         for table in pdoctor_tables(records):
             console.print(table)
@@ -306,10 +306,11 @@ def register(app: typer.Typer) -> None:
         sample, docs/results.md): the paper's flow rarely succeeds with a 1.5B model and takes
         several times longer. With any other model, or --flow paper, it runs the paper's flow.
         """
-        from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL, TUNED_SQL_SUFFIX
-        from stateflow.tasks.metrics import summarize
-        from stateflow.tasks.report import metrics_table, write_report
-        from stateflow.tasks.runner import RunSpec, evaluate
+        from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+        from stateflow.tasks.harness.runner import RunSpec, evaluate
+        from stateflow.tasks.reports.metrics import summarize
+        from stateflow.tasks.reports.report import metrics_table, write_report
+        from stateflow.tasks.sql.benchmark import INTERCODE_SQL, TUNED_SQL_SUFFIX
 
         variants = {
             "paper": ("", "the paper's (Init runs SHOW TABLES)"),

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 MY_FLOWS = """
 from stateflow import ANY, LLM, Flow, Prompt, State, Transition
-from stateflow.tasks.tools import env_done, execute
+from stateflow.tasks.kit.tools import env_done, execute
 
 answer = State("Answer", Prompt("Reply with Thought: and Action: execute[SQL] or Action: submit."), LLM(), execute())
 end = State("End", final=True)

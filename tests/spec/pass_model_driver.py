@@ -61,11 +61,11 @@ def scorer() -> dict:
 
 
 def pass_episode() -> dict:
-    from stateflow.tasks.benchmarks import INTERCODE_SQL
-    from stateflow.tasks.blackboard import episode_vars
-    from stateflow.tasks.runner import RunSpec, open_env
-    from stateflow.tasks.spec_agents import SpecAgentConfig, build_spec_agent
-    from stateflow.tasks.spec_prompts import SQL_SPEC_DOMAIN
+    from stateflow.tasks.agents.spec_agents import SpecAgentConfig, build_spec_agent
+    from stateflow.tasks.harness.runner import RunSpec, open_env
+    from stateflow.tasks.kit.blackboard import episode_vars
+    from stateflow.tasks.kit.spec_prompts import SQL_SPEC_DOMAIN
+    from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
     import stateflow
     from stateflow.profiles import BUILTIN_PROFILES

@@ -5,11 +5,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL
-from stateflow.tasks.blackboard import episode_vars
-from stateflow.tasks.runner import RunSpec, evaluate, open_env
-from stateflow.tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, SpecAgentConfig, build_spec_agent
-from stateflow.tasks.spec_prompts import BASH_SPEC_DOMAIN, SQL_SPEC_DOMAIN, example_transcript
+from stateflow.tasks.agents.spec_agents import ENFORCEMENTS, SPEC_AGENTS, SpecAgentConfig, build_spec_agent
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.runner import RunSpec, evaluate, open_env
+from stateflow.tasks.kit.blackboard import episode_vars
+from stateflow.tasks.kit.spec_prompts import BASH_SPEC_DOMAIN, SQL_SPEC_DOMAIN, example_transcript
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 import stateflow
 from stateflow import ModelAssignment, ModelProfile

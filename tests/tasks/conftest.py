@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
-from stateflow.tasks.runner import RunSpec, RunSummary, evaluate
+from stateflow.tasks.harness.runner import RunSpec, RunSummary, evaluate
 
 from tests.tasks.test_runner import ORACLE_SPEC
 

@@ -14,11 +14,11 @@ import threading
 from dataclasses import replace
 
 from rich.console import Console
-from stateflow.tasks.archive import RecordArchive, compact
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.paper import PaperModel, PaperRun, paper_benchmarks, run_paper
-from stateflow.tasks.paper_report import method_cells
-from stateflow.tasks.runner import RunSpec, evaluate
+from stateflow.tasks.harness.archive import RecordArchive, compact
+from stateflow.tasks.harness.paper import PaperModel, PaperRun, paper_benchmarks, run_paper
+from stateflow.tasks.harness.runner import RunSpec, evaluate
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.reports.paper_report import method_cells
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 from stateflow.envs.base import Task
-from stateflow.tasks.benchmark import Benchmark, EnvOptions, Method
-from stateflow.tasks.benchmarks import BUILTIN_BENCHMARKS, INTERCODE_BASH, INTERCODE_SQL
-from stateflow.tasks.methods import build_method, resolve_method
-from stateflow.tasks.metrics import summarize
-from stateflow.tasks.registry import BenchmarkRegistry, default_registry
-from stateflow.tasks.runner import RunSpec, evaluate, run_identities
-from stateflow.tasks.tools import ObservationFormat, env_done, execute
+from stateflow.tasks.agents.methods import build_method, resolve_method
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.registry import BUILTIN_BENCHMARKS, BenchmarkRegistry, default_registry
+from stateflow.tasks.harness.runner import RunSpec, evaluate, run_identities
+from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions, Method
+from stateflow.tasks.kit.tools import ObservationFormat, env_done, execute
+from stateflow.tasks.reports.metrics import summarize
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ANY, LLM, Flow, ModelAssignment, ModelProfile, State, StateFlowView, Transition
 from stateflow.backends.scripted import ScriptedLLM
@@ -161,7 +162,7 @@ def test_benchmarks_answer_what_the_domain_strings_used_to() -> None:
 def test_a_method_may_be_a_users_flow_given_as_module_attribute(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "user_flows_regtest.py").write_text(
         "from stateflow import ANY, LLM, Flow, State, Transition\n"
-        "from stateflow.tasks.tools import env_done, execute\n"
+        "from stateflow.tasks.kit.tools import env_done, execute\n"
         "act = State('Act', LLM(), execute())\n"
         "ONE_SHOT = Flow('one-shot', initial=act, transitions=[\n"
         "    Transition(ANY, State('End', final=True), when=env_done), Transition(act, act)])\n"

@@ -27,9 +27,9 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="the Ray executor needs the 'ray' extra: pip install -e '.[ray]'")
 
 from ray.cluster_utils import Cluster  # noqa: E402
-from stateflow.tasks.executors import ThreadExecutor  # noqa: E402
-from stateflow.tasks.ray_executor import RayExecutor, ray_executor_factory  # noqa: E402
-from stateflow.tasks.runner import RunSpec, evaluate  # noqa: E402
+from stateflow.tasks.harness.executors import ThreadExecutor  # noqa: E402
+from stateflow.tasks.harness.ray_executor import RayExecutor, ray_executor_factory  # noqa: E402
+from stateflow.tasks.harness.runner import RunSpec, evaluate  # noqa: E402
 
 from stateflow import ModelAssignment, ModelProfile  # noqa: E402
 from stateflow.testing.fake_openai import FakeOpenAIServer  # noqa: E402
@@ -255,7 +255,7 @@ def _endpoint_and_pid(env: Any, job: int) -> dict[str, Any]:
 @pytest.mark.local_model
 def test_embedded_model_is_served_once_per_node_and_shared_by_its_actors(ray_cluster, sql_available):
     import cloudpickle
-    from stateflow.tasks.ray_executor import local_models
+    from stateflow.tasks.harness.ray_executor import local_models
 
     from stateflow.backends.local import runtime_available
     from stateflow.backends.local.catalog import model_spec
@@ -324,7 +324,7 @@ def _die_on_3(env: Any, job: int) -> dict[str, Any]:
 
 def test_an_episode_whose_worker_dies_twice_is_reported_after_every_other_one(ray_cluster):
     import cloudpickle
-    from stateflow.tasks.ray_executor import EpisodesLostError
+    from stateflow.tasks.harness.ray_executor import EpisodesLostError
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ex = RayExecutor(2, _NoEnv, num_cpus=0.5, max_retries=1)
@@ -348,7 +348,7 @@ def test_episodes_that_finished_just_before_their_actor_died_are_kept(ray_cluste
     uses up an attempt.
     """
     import cloudpickle
-    from stateflow.tasks.ray_executor import EpisodesLostError
+    from stateflow.tasks.harness.ray_executor import EpisodesLostError
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ex = RayExecutor(1, _NoEnv, num_cpus=0.5, max_retries=1, prefetch=3)

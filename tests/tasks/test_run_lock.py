@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from stateflow.tasks.run_lock import LOCK_NAME, RunInProgressError, RunLock
-from stateflow.tasks.runner import RunSpec, evaluate
+from stateflow.tasks.harness.run_lock import LOCK_NAME, RunInProgressError, RunLock
+from stateflow.tasks.harness.runner import RunSpec, evaluate
 
 from stateflow import ModelAssignment
 from tests.tasks.fakes import FakeEnv
@@ -29,7 +29,7 @@ def _holder(directory: Path) -> subprocess.Popen:
         f"""
         import sys, time
         from pathlib import Path
-        from stateflow.tasks.run_lock import RunLock
+        from stateflow.tasks.harness.run_lock import RunLock
         lock = RunLock(Path({str(directory)!r}))
         print("held", flush=True)
         time.sleep(600)

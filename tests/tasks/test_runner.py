@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from stateflow.tasks.benchmarks import INTERCODE_SQL
-from stateflow.tasks.runner import RunSpec, TaskSelection, evaluate, select_tasks
+from stateflow.tasks.harness.runner import RunSpec, TaskSelection, evaluate, select_tasks
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM

@@ -1,4 +1,4 @@
-"""Retrieved worked answers (tasks/sql_examples.py): what the pool holds, how it ranks, and the
+"""Retrieved worked answers (tasks/sql/examples.py): what the pool holds, how it ranks, and the
 flow that shows them, over real HTTP and the real SQL environment."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 from stateflow.envs.base import Task
-from stateflow.tasks.blackboard import episode_vars
-from stateflow.tasks.intercode_sql import build_sql_flow
-from stateflow.tasks.methods import build_method
-from stateflow.tasks.registry import default_registry
-from stateflow.tasks.samples import sample_of
-from stateflow.tasks.sql_examples import ExamplePool, similar_examples
+from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.registry import default_registry
+from stateflow.tasks.kit.blackboard import episode_vars
+from stateflow.tasks.kit.samples import sample_of
+from stateflow.tasks.sql.examples import ExamplePool, similar_examples
+from stateflow.tasks.sql.flow import build_sql_flow
 
 from stateflow import ModelProfile, run
 from stateflow.testing.fake_openai import FakeOpenAIServer

@@ -206,7 +206,7 @@ def test_spider_differential(
 
 
 def test_run_spec_and_cli_carry_the_scope(sql_pool: EmbeddedServerPool, tmp_path: Path) -> None:
-    from stateflow.tasks.runner import RunSpec, open_env
+    from stateflow.tasks.harness.runner import RunSpec, open_env
 
     from stateflow import ModelAssignment
 
