@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 from stateflow.tasks.cli.stopping import stop_on_signals
+from stateflow.tasks.kit.levers import RECIPE_SEPARATOR
 
 from stateflow.backends.providers import capabilities
 from stateflow.errors import ConfigError
@@ -23,6 +24,7 @@ from stateflow.profiles import ModelAssignment, load_config, parse_model_options
 
 if TYPE_CHECKING:  # the registry imports every benchmark: only once a command runs
     from stateflow.tasks.harness.registry import BenchmarkRegistry
+    from stateflow.tasks.kit.benchmark import Method
 
 __all__ = ["register"]
 
@@ -182,6 +184,9 @@ def register(app: typer.Typer) -> None:
         ] = False,
         task: Annotated[str | None, typer.Option(help="with a flow target: the task text")] = None,
         list_methods: Annotated[bool, typer.Option("--list-methods", help="list methods and exit")] = False,
+        explain: Annotated[
+            str | None, typer.Option("--explain", help="print a method's recipe, levers and measured effects, and exit")
+        ] = None,
         no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
         # -- pdoctor only (synthesized planning requests; they become the dataset's name) --
         actions: Annotated[str, typer.Option(help="pdoctor: actions per request, LO:HI (inclusive)")] = "3:8",
@@ -203,7 +208,10 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         registry = default_registry()
         if list_methods:
-            _list_methods(registry)
+            _list_methods(registry, target if target in registry else None)
+            return
+        if explain is not None:
+            _explain(registry, target if target in registry else None, explain)
             return
         if target is None:
             raise typer.BadParameter("give a benchmark or flow (or --list-methods)", param_hint="TARGET")
@@ -358,16 +366,63 @@ def register(app: typer.Typer) -> None:
         console.print(f"report: {paths['html']}   results: {out / 'results.jsonl'}")
 
 
-def _list_methods(registry: BenchmarkRegistry) -> None:
-    """One line per method name: the benchmarks it applies to and its description."""
+def _list_methods(registry: BenchmarkRegistry, target: str | None = None) -> None:
+    """One line per method, grouped by family: its name, the benchmarks it applies to, what it is.
+
+    With ``target`` (a benchmark), that benchmark's methods only. A method name shared by
+    several benchmarks is one line (its description from the first that has it).
+    """
+    benches = [registry.get(target)] if target is not None else list(registry)
+    families: dict[str, dict[str, Method]] = {}
     applies: dict[str, list[str]] = {}
-    described: dict[str, str] = {}
-    for bench in registry:
+    for bench in benches:
         for name, m in bench.methods.items():
             applies.setdefault(name, []).append(bench.domain)
-            described.setdefault(name, m.description)
-    for name, domains in applies.items():
-        typer.echo(f"{name:22} {','.join(domains):9} {described[name]}")
+            families.setdefault(m.family or "other", {}).setdefault(name, m)
+    for family, methods in families.items():
+        typer.echo(f"# {family}")
+        for name, m in methods.items():
+            typer.echo(f"{name:29} {','.join(applies[name]):19} {m.description}")
+    with_levers = [b for b in benches if b.levers is not None]
+    for bench in with_levers:
+        typer.echo(f"# levers of {bench.name}: add them to a recipe, e.g. --method 'sf_agent_hint+values'")
+        for lever in bench.levers or ():
+            typer.echo(f"+{lever.name:28} {bench.domain:19} {lever.about}")
+
+
+def _explain(registry: BenchmarkRegistry, target: str | None, name: str) -> None:
+    """Print what ``name`` is on ``target`` (or the first benchmark that has it): its recipe,
+    and each lever's description, needs and measured effect.
+
+    Raises:
+        ValueError: no benchmark has such a method (or the recipe's levers do not fit).
+    """
+    from stateflow.tasks.agents.methods import resolve_method
+
+    benches = [registry.get(target)] if target is not None else list(registry)
+    for bench in benches:
+        try:
+            method = resolve_method(bench, name)
+        except ValueError:
+            if target is not None or bench is benches[-1]:
+                raise
+            continue
+        typer.echo(f"{method.name} on {bench.name}: {method.description}")
+        recipe = method.recipe
+        if recipe is None or bench.levers is None:
+            typer.echo("not a recipe: a method of its own (no levers)")
+            return
+        typer.echo(f"recipe: {recipe.base} flow, {recipe.view} view, levers: {', '.join(recipe.levers) or '(none)'}")
+        typer.echo(f"as a command line: --method {RECIPE_SEPARATOR.join([recipe.view, *recipe.levers])}")
+        if recipe.parent:
+            typer.echo(f"extends: {recipe.parent}")
+        for lever_name in recipe.levers:
+            lever = bench.levers.get(lever_name)
+            typer.echo(f"  + {lever.name}: {lever.about}")
+            if lever.needs:
+                typer.echo(f"      needs: {', '.join(lever.needs)}")
+            typer.echo(f"      measured: {lever.effect or 'not measured'}")
+        return
 
 
 def _run_flow(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stateflow.envs.base import Environment, Task
+from stateflow.tasks.kit.levers import LeverTable, Recipe
 from stateflow.tasks.kit.spec_prompts import SpecDomain
 from stateflow.tasks.kit.tools import ObservationFormat
 
@@ -37,12 +38,17 @@ class Method:
         build: ``grammar -> Flow``; ``grammar`` asks for a constrained response format.
         view: the execution view (StateFlow or SF_Agent) as a zero-argument factory.
         description: one line for ``--list-methods``.
+        family: the group ``--list-methods`` shows it under (``SF_Agent view``, ``baselines``...).
+        recipe: the base flow, view and levers it is made of (``None``: not a recipe, e.g. a
+            baseline); ``stateflow run --explain`` prints it.
     """
 
     name: str
     build: Callable[[bool], Flow]
     view: Callable[[], View]
     description: str = ""
+    family: str = ""
+    recipe: Recipe | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,8 @@ class Benchmark:
         database_scope: whether ``--sql-database-scope`` applies (and is part of the identity).
         spec_domain: what the library spec agents need to know (``None``: they do not apply).
         description: one line for listings.
+        levers: the levers its recipe methods are made of; with them a ``--method`` may add
+            levers to a recipe (``sf_agent_hint+values``); ``None``: no levers.
     """
 
     name: str
@@ -121,6 +129,7 @@ class Benchmark:
     database_scope: bool = False
     spec_domain: SpecDomain | None = None
     description: str = ""
+    levers: LeverTable | None = None
 
     def method(self, name: str) -> Method:
         """The method called ``name``.

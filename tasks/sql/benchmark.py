@@ -7,17 +7,18 @@ client.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from stateflow.envs.base import Environment, Task
 from stateflow.tasks.agents.baselines import build_oneshot
-from stateflow.tasks.agents.methods import baseline_methods, spec_agent_methods, stateflow_methods
+from stateflow.tasks.agents.methods import baseline_methods, recipe_methods, spec_agent_methods
 from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions, Method
 from stateflow.tasks.kit.prompts import PROMPTS_DIR
 from stateflow.tasks.kit.spec_prompts import SQL_SPEC_DOMAIN
 from stateflow.tasks.kit.tools import ObservationFormat, describe_schema, restate_question
-from stateflow.tasks.sql.flow import build_sql_flow, executed_statement
+from stateflow.tasks.sql.flow import executed_statement
+from stateflow.tasks.sql.levers import SQL_LEVERS, sql_recipe_flow
 from stateflow.tasks.sql.rebind import RebindingExecutor, rebind_columns
 from stateflow.tasks.sql.repair import build_answer_repair
 
@@ -43,69 +44,57 @@ def _open_sql(options: EnvOptions) -> Environment:
     )
 
 
-# Not the paper's: each variant adds one lever measured on the development sample
-# (docs/results.md, issue 15) to the one before it.
-# _TUNED: schema, repetition guard, degenerate-output cut, the question's column order
-_TUNED: dict[str, bool | int] = {"schema": True, "guard": True, "cut": True, "column_order": True}
-_LEAN = {**_TUNED, "examples": False}  # no worked examples in the states' instructions
-_REPAIR = {**_LEAN, "verify_then_submit": False}  # no Verify: the first SELECT that runs is submitted
-_REBIND = {**_REPAIR, "rebind": True}  # columns read through the wrong alias moved to their table
-_DIRECT = {**_REBIND, "thoughts": False}  # replies are "Action: ..." with no Thought line
-_HINT = {**_DIRECT, "hint": True}  # "Unknown column" errors say which tables have the column
-_FIX = {**_HINT, "error_submits": False}  # Error answers with a corrected statement, never submit
-_VALUES = {**_HINT, "values": 3}  # Init shows 3 frequent values of each text column
-_PROMPT_VOTE = {**_VALUES, "answer_vote": True}  # Solve votes among 3 differently prompted answers
-_WIDE_VOTE = {**_PROMPT_VOTE, "wide_vote": True}  # ... among up to 5, until two agree
-# Error's repair is voted the same way (on the three-way vote: the wide one lost 1 / 3 on the first 49 dev tasks)
-_ERROR_VOTE = {**_PROMPT_VOTE, "error_vote": True}
-# statements may name only the listed tables and columns (tasks/sql/grammar.py)
-_HINT_NAMES = {**_HINT, "schema_grammar": True}
-_VOTE_NAMES = {**_PROMPT_VOTE, "schema_grammar": True}
-_VOTE_SHOTS = {**_PROMPT_VOTE, "solve_examples": True}  # Solve shows four worked one-line answers
-_VOTE_FEWEST = {**_PROMPT_VOTE, "fewest_tables": True}  # Solve: join a table only for a column the others lack
-_VOTE_SIMILAR = {**_PROMPT_VOTE, "similar_examples": 3}  # Init shows 3 solved questions like this one
-_VOTE_QUESTION_LAST = {**_PROMPT_VOTE, "question_last": True}  # Init repeats the question after the schema
-
 #: the SQL variant ``stateflow demo`` runs with local models: the best flow measured on the
 #: development sample (docs/results.md, "Levers on the development sample")
 TUNED_SQL_SUFFIX = "_hint"
 
-# suffix -> the paper's flow with these parts switched off, or a variant with levers on
-_SQL_VARIANTS: dict[str, dict[str, bool | int]] = {
-    "": {},
-    "_no_verify": {"verify": False},
-    "_no_error": {"error": False},
-    "_no_observe": {"observe": False},
+# suffix -> (the preset it extends, the levers it adds): every SQL preset is a recipe over
+# SQL_LEVERS (stateflow.tasks.sql.levers), in both views (stateflow<suffix>, sf_agent<suffix>).
+# The first group is the paper's flow and its ablations; the rest are not the paper's: each
+# adds levers measured on the development sample (docs/results.md, issue 15) to the one before.
+# Listing order is the order below.
+_SQL_PRESETS: dict[str, tuple[str | None, tuple[str, ...]]] = {
+    "": (None, ()),
+    "_no_verify": ("", ("no_verify",)),
+    "_no_error": ("", ("no_error",)),
+    "_no_observe": ("", ("no_observe",)),
     # the paper's flow without its worked examples: the 0.5B model copies them verbatim (it
     # queries the example's `telescope` table on every database), so this measures that alone
-    "_no_examples": {"examples": False},
+    "_no_examples": ("", ("no_examples",)),
     # Error answers once; the next failure ends the episode (on 1.5B without examples, no
     # episode that reached Error was solved, and Error took 58 % of the prompt tokens)
-    "_budget": {"error_replies": 1},
-    "_no_examples_budget": {"examples": False, "error_replies": 1},
-    "_schema": {"schema": True},  # Init lists every table with its columns (small models need it)
-    "_tuned": _TUNED,
-    "_lean": _LEAN,
-    "_repair": _REPAIR,
-    "_rebind": _REBIND,
-    "_direct": _DIRECT,
-    "_hint": _HINT,
-    "_fix": _FIX,
-    "_values": _VALUES,
-    "_prompt_vote": _PROMPT_VOTE,
-    "_wide_vote": _WIDE_VOTE,
-    "_error_vote": _ERROR_VOTE,
-    "_hint_names": _HINT_NAMES,
-    "_vote_names": _VOTE_NAMES,
-    "_vote_shots": _VOTE_SHOTS,
-    "_vote_fewest": _VOTE_FEWEST,
-    "_vote_similar": _VOTE_SIMILAR,
-    "_vote_question_last": _VOTE_QUESTION_LAST,
-    "_vote": {**_TUNED, "vote": 5},  # Solve votes over 5 statements run read-only
+    "_budget": ("", ("error_budget",)),
+    "_no_examples_budget": ("_no_examples", ("error_budget",)),
+    "_schema": ("", ("schema",)),  # Init lists every table with its columns (small models need it)
+    "_tuned": ("_schema", ("guard", "cut", "column_order")),
+    "_lean": ("_tuned", ("no_examples",)),
+    "_repair": ("_lean", ("submit_first",)),
+    "_rebind": ("_repair", ("rebind",)),
+    "_direct": ("_rebind", ("no_thoughts",)),
+    "_hint": ("_direct", ("hint",)),
+    "_fix": ("_hint", ("error_executes",)),
+    "_values": ("_hint", ("values",)),
+    "_prompt_vote": ("_values", ("answer_vote",)),
+    "_wide_vote": ("_prompt_vote", ("wide_vote",)),
+    # on the three-way vote: the wide one lost 1 / 3 on the first 49 dev tasks
+    "_error_vote": ("_prompt_vote", ("error_vote",)),
+    "_hint_names": ("_hint", ("schema_grammar",)),
+    "_vote_names": ("_prompt_vote", ("schema_grammar",)),
+    "_vote_shots": ("_prompt_vote", ("solve_examples",)),
+    "_vote_fewest": ("_prompt_vote", ("fewest_tables",)),
+    "_vote_similar": ("_prompt_vote", ("similar_examples",)),
+    "_vote_question_last": ("_prompt_vote", ("question_last",)),
+    "_vote": ("_tuned", ("vote",)),
 }
 
 
+def _preset_levers(suffix: str) -> tuple[str, ...]:
+    parent, adds = _SQL_PRESETS[suffix]
+    return SQL_LEVERS.ordered([*(_preset_levers(parent) if parent is not None else ()), *adds])
+
+
 _SQL_FMT = ObservationFormat(full_schema=True)
+_ONESHOT_FAMILY = "one-shot levers (not the paper's)"
 
 
 @dataclass(frozen=True)
@@ -151,13 +140,6 @@ _SQL_ONESHOTS = (
 )
 
 
-def _sql_flow(switches: dict[str, bool | int]) -> Callable[[bool], Flow]:
-    def build(grammar: bool) -> Flow:
-        return build_sql_flow(grammar=grammar, **switches)
-
-    return build
-
-
 INTERCODE_SQL = Benchmark(
     name="intercode-sql",
     domain="sql",
@@ -165,14 +147,22 @@ INTERCODE_SQL = Benchmark(
     task_prompt=_question,
     observation=_SQL_FMT,
     methods={
-        **{k: v for suffix, sw in _SQL_VARIANTS.items() for k, v in stateflow_methods(suffix, _sql_flow(sw)).items()},
+        **{
+            name: method
+            for suffix, (parent, adds) in _SQL_PRESETS.items()
+            for name, method in recipe_methods(SQL_LEVERS, suffix, _preset_levers(suffix), parent, adds).items()
+        },
         **baseline_methods("sql", _SQL_FMT, setup=describe_schema),
-        **{f"oneshot{o.suffix}": Method(f"oneshot{o.suffix}", o.build, StateFlowView, o.about) for o in _SQL_ONESHOTS},
+        **{
+            f"oneshot{o.suffix}": Method(f"oneshot{o.suffix}", o.build, StateFlowView, o.about, family=_ONESHOT_FAMILY)
+            for o in _SQL_ONESHOTS
+        },
         "answer_repair": Method(
             "answer_repair",
             lambda g: build_answer_repair(fmt=_SQL_FMT, grammar=g),
             StateFlowView,
             "oneshot_direct's answer, repaired when it fails to run (not the paper's flow)",
+            family=_ONESHOT_FAMILY,
         ),
         **spec_agent_methods("sql", SQL_SPEC_DOMAIN, _SQL_FMT),
     },
@@ -180,9 +170,10 @@ INTERCODE_SQL = Benchmark(
     default_backend="embedded",
     backends=("embedded", "docker", "dsn"),
     flows={
-        "intercode-sql" + suffix.replace("_", "-"): (lambda sw=sw: build_sql_flow(**sw))
-        for suffix, sw in _SQL_VARIANTS.items()
+        "intercode-sql" + suffix.replace("_", "-"): partial(sql_recipe_flow, _preset_levers(suffix))
+        for suffix in _SQL_PRESETS
     },
+    levers=SQL_LEVERS,
     database_scope=True,
     spec_domain=SQL_SPEC_DOMAIN,
     description="InterCode-SQL: Spider questions on MariaDB",

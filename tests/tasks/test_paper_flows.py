@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from stateflow.tasks.bash.flow import build_bash_flow
 from stateflow.tasks.sql import flow as intercode_sql
-from stateflow.tasks.sql.flow import build_sql_flow
+from stateflow.tasks.sql.levers import build_sql_flow
 
 from tests.tasks.paper_flow_structure import flow_structure
 

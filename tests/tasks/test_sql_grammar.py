@@ -11,13 +11,15 @@ from stateflow.tasks.harness.identity import flow_fingerprint
 from stateflow.tasks.kit.blackboard import EpisodeVars
 from stateflow.tasks.kit.grammar import ACTION_GBNF, ACTION_ONLY_GBNF, THOUGHT_ACTION_GBNF
 from stateflow.tasks.sql.benchmark import INTERCODE_SQL
-from stateflow.tasks.sql.flow import SQL_FLOW, build_sql_flow, with_schema_grammar
+from stateflow.tasks.sql.flow import SQL_FLOW
 from stateflow.tasks.sql.grammar import (
     schema_action_grammar,
     schema_action_only_grammar,
     schema_statement_rules,
     schema_thought_action_grammar,
 )
+from stateflow.tasks.sql.levers import build_sql_flow
+from stateflow.tasks.sql.transforms import with_schema_grammar
 
 from stateflow import LLM, Context
 from tests.backends.local.gbnf_parse import unparsable
@@ -89,7 +91,7 @@ def test_the_switch_is_part_of_the_flow_fingerprint_and_a_no_op_without_grammar(
 
 
 def test_bad_combinations_are_clear_errors():
-    with pytest.raises(ValueError, match="schema_grammar needs schema=True"):
+    with pytest.raises(ValueError, match="lever .schema_grammar. needs .schema."):
         build_sql_flow(grammar=True, schema_grammar=True)
     with pytest.raises(ValueError, match="does not list its schema"):
         with_schema_grammar(SQL_FLOW)

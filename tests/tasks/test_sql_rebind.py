@@ -130,7 +130,7 @@ def _run_flow(flow, env, replies):
 
 
 def test_voting_with_rebind_counts_a_misbound_candidate_by_what_it_will_run(sql_env):
-    from stateflow.tasks.sql.flow import build_sql_flow
+    from stateflow.tasks.sql.levers import build_sql_flow
 
     gold = sql_env.task(0).gold  # SELECT count(*) FROM book -> 10
     candidates = [MISBOUND, "Thought: t\nAction: execute[SELECT 7]", MISBOUND, f"Thought: t\nAction: execute[{gold}]"]
