@@ -61,5 +61,5 @@ def test_ablations_are_switches_of_one_definition():
     assert "submit instead" in nv.states["Solve"].instruction
     assert "If the last statement failed" in ne.states["Verify"].instruction
     assert [r.target for r in no.rules_from("Init")][-1] == "Solve"
-    with pytest.raises(ValueError, match="levers .no_error. and .no_verify. conflict"):
+    with pytest.raises(ValueError, match="levers 'no_error' and 'no_verify' conflict"):
         build_sql_flow(verify=False, error=False)

@@ -28,7 +28,7 @@ def test_the_tool_repeats_the_current_question_and_needs_an_environment_with_a_t
 
 
 def test_question_last_needs_the_schema_listing_and_follows_it():
-    with pytest.raises(ValueError, match="lever .question_last. needs .schema."):
+    with pytest.raises(ValueError, match="lever 'question_last' needs 'schema'"):
         build_sql_flow(question_last=True)
     flow = build_sql_flow(schema=True, examples=False, thoughts=False, values=3, question_last=True)
     assert [o.name for o in flow.states["Init"].outputs] == ["describe_schema_values3", "restate_question"]

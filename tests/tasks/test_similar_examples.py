@@ -92,11 +92,9 @@ def test_the_tool_shows_one_line_answers_and_needs_an_environment_with_a_task(sp
 
 
 def test_similar_examples_needs_the_schema_listing_and_one_line_replies():
-    with pytest.raises(
-        ValueError, match="lever .similar_examples. needs .schema.; lever .similar_examples. needs .no_thoughts."
-    ):
+    with pytest.raises(ValueError, match="needs 'schema'; lever 'similar_examples' needs 'no_thoughts'"):
         build_sql_flow(similar_examples=3)
-    with pytest.raises(ValueError, match="lever .similar_examples. needs .no_thoughts."):
+    with pytest.raises(ValueError, match="lever 'similar_examples' needs 'no_thoughts'"):
         build_sql_flow(schema=True, similar_examples=3)  # Thought lines still on
     flow = build_sql_flow(schema=True, examples=False, thoughts=False, similar_examples=3)
     assert [o.name for o in flow.states["Init"].outputs] == ["describe_schema", "similar_examples3"]

@@ -91,7 +91,7 @@ def test_the_switch_is_part_of_the_flow_fingerprint_and_a_no_op_without_grammar(
 
 
 def test_bad_combinations_are_clear_errors():
-    with pytest.raises(ValueError, match="lever .schema_grammar. needs .schema."):
+    with pytest.raises(ValueError, match="lever 'schema_grammar' needs 'schema'"):
         build_sql_flow(grammar=True, schema_grammar=True)
     with pytest.raises(ValueError, match="does not list its schema"):
         with_schema_grammar(SQL_FLOW)
