@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from stateflow.tasks.harness.registry import default_registry
 
 from stateflow import ModelAssignment
 from stateflow.backends.http import HttpClients
@@ -406,7 +407,14 @@ def main() -> int:
 
     profile = BUILTIN_PROFILES[args.model]
     models = ModelAssignment.of(args.model)
-    run_spec = RunSpec(BENCHMARK, (METHOD,), models=models, models_label=args.model, out=Path("."), dataset=DATASET)
+    run_spec = RunSpec(
+        default_registry().get(BENCHMARK),
+        (METHOD,),
+        models=models,
+        models_label=args.model,
+        out=Path("."),
+        dataset=DATASET,
+    )
     raw_env = open_env(run_spec)
     env = TimedEnv(raw_env)
     sample = sample_of("dev", DATASET, [raw_env.task(i) for i in range(len(raw_env))])

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stateflow.tasks.harness.registry import default_registry
+
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 19
 MODES = ("none", "monitor", "grammar")
@@ -189,7 +191,7 @@ def run(args: argparse.Namespace) -> bool:
             if not indices:
                 continue
             spec = RunSpec(
-                bench,
+                default_registry().get(bench),
                 tuple(f"spec_{args.agent}_{m}" for m in MODES),
                 models=ModelAssignment.of(profile),
                 models_label=f"default={model}",

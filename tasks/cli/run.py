@@ -309,21 +309,21 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """StateFlow and SF_Agent on demo SQL and Bash tasks, then the table and the report.
 
-        With the embedded model the SQL part uses the tuned variant by default (the schema shown
-        up front, one-line replies, column hints; the best SQL flow measured on the development
-        sample, docs/results.md): the paper's flow rarely succeeds with a 1.5B model and takes
-        several times longer. With any other model, or --flow paper, it runs the paper's flow.
+        With the embedded model the SQL part uses the best preset by default
+        (stateflow.tasks.sql.benchmark.BEST_SQL_SUFFIX, chosen there by measured quality and time
+        per task): the paper's flow rarely succeeds with a 1.5B model and takes several times
+        longer. With any other model, or --flow paper, it runs the paper's flow.
         """
         from stateflow.tasks.bash.benchmark import INTERCODE_BASH
         from stateflow.tasks.harness.runner import RunSpec, evaluate
         from stateflow.tasks.reports.metrics import summarize
         from stateflow.tasks.reports.report import metrics_table, write_report
-        from stateflow.tasks.sql.benchmark import INTERCODE_SQL, TUNED_SQL_SUFFIX
+        from stateflow.tasks.sql.benchmark import BEST_SQL_SUFFIX, INTERCODE_SQL
 
         variants = {
             "paper": ("", "the paper's (Init runs SHOW TABLES)"),
             "schema": ("_schema", "schema variant (Init lists every table's columns)"),
-            "tuned": (TUNED_SQL_SUFFIX, f"tuned variant {TUNED_SQL_SUFFIX[1:]!r} (schema up front, one-line replies)"),
+            "tuned": (BEST_SQL_SUFFIX, f"the best preset {BEST_SQL_SUFFIX[1:]!r} (stateflow.tasks.sql.benchmark)"),
         }
         if flow not in (*variants, "auto"):
             raise ConfigError(f"--flow {flow!r}: choose {', '.join(variants)} or auto")

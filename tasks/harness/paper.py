@@ -18,6 +18,9 @@ does both.
 Adding a method to the comparison is adding its name to a benchmark's entry below: e.g. a
 one-shot flow registered as method ``oneshot`` on both benchmarks goes into both
 ``best_flows`` tuples, and is then run, tabled, plotted and shown in the README headline.
+
+Size (~400 lines): the comparison's definition and its runs stay together so what is compared
+and what is run cannot drift apart.
 """
 
 from __future__ import annotations
@@ -250,7 +253,7 @@ class PaperRun:
     def spec(self, bench: PaperBenchmark, model: PaperModel) -> RunSpec:
         """The runner's settings for one pair."""
         return RunSpec(
-            benchmark=bench.name,
+            benchmark=default_registry().get(bench.name),
             methods=bench.all_methods,
             models=model.assignment,
             models_label=model.label,

@@ -22,6 +22,9 @@ blamed: each runs again alone, so a crash is only ever counted against the episo
 Records already yielded are on disk by then. An episode lost more often than that is reported
 by :class:`EpisodesLostError` once every other episode has finished (re-running the command runs
 just those). Exceptions raised by the episode code itself propagate as they do with threads.
+
+Size (over ~400 lines, on purpose): the actor, its supervision and the loss accounting are one
+protocol whose parts change together; the tests drive them as one (tests/tasks/test_ray_executor.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ that identity, so an interrupted run (Ctrl-C, ``kill -9``, a crash) resumes wher
 no duplicate and no lost task. A directory holding records of the same benchmark made with other
 settings is refused unless mixing is asked for (``--mix-settings``), so a changed dataset, model,
 turn limit, flow or prompt is never mistaken for a finished episode.
+
+Size (over ~400 lines, on purpose): the run loop, resume and the settings check share the
+run's identity fields and its one results file; split apart they would each re-derive them.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from stateflow.tasks.agents.methods import build_method
 from stateflow.tasks.harness.archive import RecordArchive
 from stateflow.tasks.harness.episode import ORACLE_PROFILE, EpisodeSpec, run_episode
 from stateflow.tasks.harness.executors import EpisodeExecutor, ThreadExecutor
+from stateflow.tasks.harness.flow_cards import card_for, save_cards
 from stateflow.tasks.harness.identity import (
     RUN_WIDE_FIELDS,
     EpisodeIdentity,
@@ -37,7 +41,6 @@ from stateflow.tasks.harness.identity import (
     prompts_fingerprint,
 )
 from stateflow.tasks.harness.records import ResultsFile, latest_records, record_key
-from stateflow.tasks.harness.registry import default_registry
 from stateflow.tasks.harness.run_lock import LOCK_NAME, RunLock
 from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions
 from stateflow.tasks.kit.episode_record import EpisodeRecord
@@ -123,15 +126,17 @@ def select_tasks(selection: str, total: int) -> TaskSelection:
 class RunSpec:
     """A whole evaluation (what ``stateflow run`` is given).
 
-    ``benchmark`` is a :class:`~stateflow.tasks.kit.benchmark.Benchmark` or the name of one in
-    :func:`~stateflow.tasks.harness.registry.default_registry`; :attr:`bench` is the object either way.
-    ``methods`` are names of the benchmark's methods or ``module:attribute`` flow references.
+    ``benchmark`` is the :class:`~stateflow.tasks.kit.benchmark.Benchmark` object itself (a
+    caller holding a name asks a registry for it:
+    ``default_registry().get("intercode-sql")``); the runner looks nothing up by name.
+    ``methods`` are names of the benchmark's methods, recipes (``sf_agent_hint+values``) or
+    ``module:attribute`` flow references.
 
     Raises:
-        ValueError: (at construction) an unknown benchmark name.
+        TypeError: (at construction) ``benchmark`` is not a Benchmark (e.g. a name).
     """
 
-    benchmark: str | Benchmark
+    benchmark: Benchmark
     methods: tuple[str, ...]
     models: ModelAssignment
     models_label: str
@@ -160,13 +165,15 @@ class RunSpec:
     def __post_init__(self) -> None:
         if self.order not in get_args(RunOrder):
             raise ValueError(f"RunSpec.order: {self.order!r} is not one of {', '.join(get_args(RunOrder))}")
-        if isinstance(self.benchmark, str):
-            object.__setattr__(self, "benchmark", default_registry().get(self.benchmark))
+        if not isinstance(self.benchmark, Benchmark):
+            raise TypeError(
+                f"RunSpec.benchmark: give the Benchmark object, not {self.benchmark!r} "
+                f"(by name: stateflow.tasks.harness.registry.default_registry().get({self.benchmark!r}))"
+            )
 
     @property
     def bench(self) -> Benchmark:
-        """The benchmark object (a name given at construction is resolved then)."""
-        assert isinstance(self.benchmark, Benchmark)  # __post_init__ resolved a name
+        """The benchmark object (the same as :attr:`benchmark`)."""
         return self.benchmark
 
     @property
@@ -390,6 +397,11 @@ def evaluate(
     lock: RunLock | None = None
     try:
         lock = RunLock(spec.out)
+        # What a report draws: each method's flow, kept here so no report re-imports a user's module.
+        save_cards(
+            spec.out,
+            [card_for(spec.bench.name, m, build_method(m, spec.bench, grammar=spec.grammar)[0]) for m in spec.methods],
+        )
         # Read again under the lock: a run that held it until now may have recorded more.
         loaded = results.load()
         current = latest_records(loaded.records)

@@ -22,6 +22,8 @@ Two flows, both starting with ``Init`` (a tool, no LLM call) that shows the tool
   construction; what remains is whether the requirements were read correctly.
 
 Both flows stop after a step budget of ``max(--max-turns, 2 x actions + 2)`` tool calls.
+
+Size (~400 lines): the two flows share their tools and the episode error classes.
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ functions (:func:`~stateflow.tasks.reports.report.plot_success`,
 A cell of a pair that is not complete shows ``done/total`` episodes and the word
 ``incomplete``; a pair that crashed or did not run says so instead of showing numbers. Nothing
 unfinished is ever shown as a final number.
+
+Size (over ~400 lines, on purpose): one generated document section per benchmark, its plots and
+the README headline read the same comparison records and must agree cell for cell.
 """
 
 from __future__ import annotations

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from stateflow.tasks.harness.flow_cards import FlowCard, load_cards
 from stateflow.tasks.kit.episode_record import EpisodeRecord
 from stateflow.tasks.reports.metrics import GROUP_KEYS, Row, group_records, summarize, tokens_by_state
 
+from stateflow.flow_ref import is_flow_ref
 from stateflow.graph import to_dot
 
 __all__ = [
@@ -242,19 +244,32 @@ def write_plots(records: list[EpisodeRecord], out: Path) -> list[Path]:
     return paths
 
 
-def _svg_for(method: str, benchmark: str) -> str:
-    """The method's state graph as inline SVG (empty string with a note if Graphviz is absent)."""
-    from stateflow.tasks.agents.methods import build_method
-    from stateflow.tasks.harness.registry import default_registry
+def _svg_for(method: str, benchmark: str, cards: list[FlowCard], fingerprints: set[str]) -> str:
+    """The method's state graph as inline SVG (a note instead if Graphviz is absent or no graph is known).
 
+    The graph comes from the run directory's flow cards (what the runner ran; no module is
+    imported), the card matching the records' flow fingerprint first. Without a card (records
+    written before cards existed) a built-in method is rebuilt; a user's flow is not re-imported.
+    """
     dot = shutil.which("dot")
     if dot is None:
         return "<p class=note>Graphviz is not installed, so the state graph is not drawn.</p>"
-    try:
-        flow, _ = build_method(method, default_registry().get(benchmark))
-    except (ValueError, KeyError) as err:
-        return f"<p class=note>no graph: {html.escape(str(err))}</p>"
-    proc = subprocess.run([dot, "-Tsvg"], input=to_dot(flow), text=True, capture_output=True)
+    mine = [c for c in cards if c.benchmark == benchmark and c.method == method]
+    mine.sort(key=lambda c: c.flow_sha256 not in fingerprints)  # the records' own definition first
+    if mine:
+        source = mine[0].dot
+    elif is_flow_ref(method):
+        return "<p class=note>no graph: this run directory holds no flow card for this user flow</p>"
+    else:
+        from stateflow.tasks.agents.methods import build_method
+        from stateflow.tasks.harness.registry import default_registry
+
+        try:
+            flow, _ = build_method(method, default_registry().get(benchmark))
+        except (ValueError, KeyError) as err:
+            return f"<p class=note>no graph: {html.escape(str(err))}</p>"
+        source = to_dot(flow)
+    proc = subprocess.run([dot, "-Tsvg"], input=source, text=True, capture_output=True)
     if proc.returncode != 0:
         return f"<p class=note>Graphviz failed: {html.escape(proc.stderr[:200])}</p>"
     svg = proc.stdout
@@ -328,8 +343,13 @@ document.body.dataset.ready = 'yes';
 """
 
 
+def _fingerprints(records: list[EpisodeRecord]) -> set[str]:
+    return {str(r.identity["flow_sha256"]) for r in records if r.identity and "flow_sha256" in r.identity}
+
+
 def write_html(records: list[EpisodeRecord], out: Path, plots: Sequence[Path] = (), max_chars: int = 4000) -> Path:
     """A self-contained ``report.html`` in ``out``."""
+    cards = load_cards(out)  # the graphs of what ran, stored by the runner
     out.mkdir(parents=True, exist_ok=True)
     rows = summarize(records)
     mixed = any(r.setting for r in rows)
@@ -353,7 +373,7 @@ def write_html(records: list[EpisodeRecord], out: Path, plots: Sequence[Path] = 
         sections.append(
             f'<div class="group" id="g{gid}"><h2>{html.escape(" / ".join(key))}'
             f"{html.escape(f' [{setting}]' if setting else '')}</h2><div class='cols'>"
-            f'<div class="graph">{_svg_for(key[1], key[0])}</div>'
+            f'<div class="graph">{_svg_for(key[1], key[0], cards, _fingerprints(rs))}</div>'
             f'<div class="episodes">{items}</div><div class="msgs"></div></div></div>'
         )
     images = "".join(

@@ -75,9 +75,7 @@ def pass_episode() -> dict:
     flow = build_spec_agent(
         "pass", "grammar", SQL_SPEC_DOMAIN, prefix="sql", fmt=INTERCODE_SQL.observation, config=config
     )
-    env = open_env(
-        RunSpec("intercode-sql", ("spec_pass_grammar",), stateflow.ModelAssignment.of(profile), "x", out=None)
-    )
+    env = open_env(RunSpec(INTERCODE_SQL, ("spec_pass_grammar",), stateflow.ModelAssignment.of(profile), "x", out=None))
     try:
         env.reset(0)
         with warnings.catch_warnings():

@@ -56,7 +56,7 @@ def react_model(messages, params):
 @pytest.mark.parametrize("mode", ENFORCEMENTS)
 def test_react_spec_agent_records_like_any_method(tmp_path, sql_available, mode):
     spec = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         (f"spec_react_{mode}",),
         models=ModelAssignment.of(PROFILE),
         models_label="default=scripted-spec",
@@ -118,7 +118,7 @@ def test_pass_runs_listed_actions_as_one_step_and_keeps_the_better_scored_text(s
         fmt=INTERCODE_SQL.observation,
         config=SpecAgentConfig("pass", "monitor", scorer=scorer, alpha=0),
     )
-    env = open_env(RunSpec("intercode-sql", ("spec_pass_monitor",), ModelAssignment.of(PROFILE), "x", out=None))
+    env = open_env(RunSpec(INTERCODE_SQL, ("spec_pass_monitor",), ModelAssignment.of(PROFILE), "x", out=None))
     try:
         env.reset(0)
         result = stateflow.run(
@@ -152,7 +152,7 @@ def test_an_episode_over_its_time_budget_ends_is_scored_and_keeps_its_usage(sql_
     flow = build_spec_agent(
         "react", "monitor", SQL_SPEC_DOMAIN, prefix="sql", fmt=INTERCODE_SQL.observation, config=config
     )
-    env = open_env(RunSpec("intercode-sql", ("spec_react_monitor",), ModelAssignment.of(PROFILE), "x", out=None))
+    env = open_env(RunSpec(INTERCODE_SQL, ("spec_react_monitor",), ModelAssignment.of(PROFILE), "x", out=None))
     try:
         env.reset(0)
         result = stateflow.run(

@@ -137,8 +137,9 @@ def test_registry_adds_without_changing_the_default_and_rejects_duplicates(count
         grown.with_benchmark(dataclasses.replace(counting, description="again"))
     with pytest.raises(ValueError, match="unknown benchmark 'nope'; choose intercode-sql, intercode-bash, pdoctor"):
         base.get("nope")
-    with pytest.raises(ValueError, match="unknown benchmark"):
-        RunSpec("nope", ("stateflow",), ModelAssignment.of("local"), "x", Path("x"))
+    # the runner takes the Benchmark object and looks nothing up by name
+    with pytest.raises(TypeError, match=r"the Benchmark object, not 'intercode-sql' \(by name: .*default_registry"):
+        RunSpec("intercode-sql", ("stateflow",), ModelAssignment.of("local"), "x", Path("x"))  # type: ignore[arg-type]
 
 
 def test_benchmarks_answer_what_the_domain_strings_used_to() -> None:
@@ -170,7 +171,7 @@ def test_a_method_may_be_a_users_flow_given_as_module_attribute(tmp_path: Path, 
     monkeypatch.chdir(tmp_path)
     method = resolve_method(INTERCODE_BASH, "user_flows_regtest:ONE_SHOT")
     assert method.name == "user_flows_regtest:ONE_SHOT" and method.build(False).name == "one-shot"
-    spec = RunSpec("intercode-bash", ("user_flows_regtest:ONE_SHOT",), ModelAssignment.of("local"), "x", tmp_path)
+    spec = RunSpec(INTERCODE_BASH, ("user_flows_regtest:ONE_SHOT",), ModelAssignment.of("local"), "x", tmp_path)
     [identity] = run_identities(spec, "0" * 64).values()
     assert (identity.method, identity.flow) == ("user_flows_regtest:ONE_SHOT", "one-shot")
     with pytest.raises(ConfigError, match="has no attribute 'MISSING'"):

@@ -33,7 +33,7 @@ ORACLE = {"models": ModelAssignment.of("local"), "models_label": "default=local"
 
 def _spec(out: Path, **kw) -> RunSpec:
     return RunSpec(
-        **({"benchmark": "intercode-bash", "methods": ("stateflow",), "out": out, "tasks": "0:3"} | ORACLE | kw)
+        **({"benchmark": INTERCODE_BASH, "methods": ("stateflow",), "out": out, "tasks": "0:3"} | ORACLE | kw)
     )
 
 

@@ -64,7 +64,7 @@ def agent(env: PDoctorEnv, *, skip_last: bool = False, reverse: bool = False, wr
 
 def _evaluate(tmp_path, methods, script, workers=2):
     spec = RunSpec(
-        benchmark="pdoctor",
+        benchmark=PDOCTOR,
         methods=methods,
         models=ModelAssignment.of(PROFILE),
         models_label="scripted",

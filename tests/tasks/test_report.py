@@ -9,6 +9,7 @@ import tempfile
 import pytest
 from stateflow.tasks.harness.runner import RunSpec, evaluate
 from stateflow.tasks.reports.report import write_report
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from tests.tasks.test_runner import ORACLE_SPEC
 
@@ -29,7 +30,7 @@ CHROMIUM_FLAGS = [
 @pytest.fixture(scope="module")
 def records(tmp_path_factory, sql_available):
     out = tmp_path_factory.mktemp("run")
-    spec = RunSpec("intercode-sql", ("stateflow", "sf_agent"), out=out, tasks="0:3", **ORACLE_SPEC)
+    spec = RunSpec(INTERCODE_SQL, ("stateflow", "sf_agent"), out=out, tasks="0:3", **ORACLE_SPEC)
     return evaluate(spec, progress=False).records
 
 

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
 from stateflow.tasks.harness.run_lock import LOCK_NAME, RunInProgressError, RunLock
 from stateflow.tasks.harness.runner import RunSpec, evaluate
 
@@ -20,7 +21,7 @@ ORACLE = {"models": ModelAssignment.of("local"), "models_label": "default=local"
 
 
 def _spec(out: Path, tasks: str = "0:3") -> RunSpec:
-    return RunSpec("intercode-bash", ("stateflow",), out=out, tasks=tasks, **ORACLE)
+    return RunSpec(INTERCODE_BASH, ("stateflow",), out=out, tasks=tasks, **ORACLE)
 
 
 def _holder(directory: Path) -> subprocess.Popen:

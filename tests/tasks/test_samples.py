@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from stateflow.tasks.kit.samples import SAMPLE_SIZES, sample_indices, sample_of, stratified_sample
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 labels_strategy = st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=300)
 
@@ -94,7 +95,7 @@ def test_the_runner_refuses_a_fixed_sample_of_a_dataset_without_one(tmp_path, sq
     from stateflow import ModelAssignment
 
     spec = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         ("stateflow",),
         models=ModelAssignment.of("local"),
         models_label="x",
@@ -115,7 +116,7 @@ def test_the_runner_runs_exactly_the_dev_sample(tmp_path, sql_available) -> None
     from stateflow import ModelAssignment
 
     spec = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         ("stateflow",),
         models=ModelAssignment.of("local"),
         models_label="x",
