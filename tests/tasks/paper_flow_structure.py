@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateflow.tasks.harness.identity import _callable_name, _output, flow_fingerprint
-
 from stateflow import Flow
+from stateflow.fingerprint import _callable_name, _output, flow_fingerprint
 
 
 def flow_structure(flow: Flow) -> dict[str, Any]:
