@@ -29,7 +29,7 @@ from stateflow.tasks.agents.methods import build_method
 from stateflow.tasks.harness.archive import RecordArchive
 from stateflow.tasks.harness.episode import ORACLE_PROFILE, EpisodeSpec, run_episode
 from stateflow.tasks.harness.executors import EpisodeExecutor, ThreadExecutor
-from stateflow.tasks.harness.flow_cards import card_for, save_cards
+from stateflow.tasks.harness.flow_cards import FLOW_CARDS_NAME, card_for, save_cards
 from stateflow.tasks.harness.identity import (
     RUN_WIDE_FIELDS,
     EpisodeIdentity,
@@ -427,7 +427,7 @@ def evaluate(
         )
     except BaseException:
         if created and not results.path.exists():  # nothing recorded: leave no empty directory behind
-            for name in ("run.json", LOCK_NAME):
+            for name in ("run.json", FLOW_CARDS_NAME, LOCK_NAME):
                 (spec.out / name).unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 spec.out.rmdir()
