@@ -31,7 +31,7 @@ def _register(app: typer.Typer) -> None:
 
 def registered_flows() -> dict[str, Callable[[], Flow]]:
     """The named flows of every benchmark in the registry (first benchmark to name one keeps it)."""
-    from stateflow.tasks.registry import default_registry
+    from stateflow.tasks.harness.registry import default_registry
 
     out: dict[str, Callable[[], Flow]] = {}
     for bench in default_registry():
