@@ -35,8 +35,9 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
-from stateflow.tasks.records import ResultsFile
-from stateflow.tasks.runner import RunSpec, evaluate
+from stateflow.tasks.harness.records import ResultsFile
+from stateflow.tasks.harness.runner import RunSpec, evaluate
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 from stateflow.tasks.ui.app import UiApp
 from stateflow.tasks.ui.index import RunIndex
 from stateflow.tasks.ui.server import running
@@ -55,7 +56,7 @@ def make_dir(out: Path, episodes: int, seed: int = 0) -> Path:
     """A results directory of ``episodes`` records copied from a real oracle run."""
     seed_dir = out / "seed"
     spec = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         ("stateflow", "react", "sf_agent"),
         out=seed_dir,
         models=ModelAssignment.of("local"),

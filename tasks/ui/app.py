@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlencode
 
 import jinja2
+from stateflow.tasks.harness.flow_cards import FlowCard, load_cards
 from stateflow.tasks.ui.graph import GraphCache
 from stateflow.tasks.ui.index import IndexedEpisode, RunIndex
 from stateflow.tasks.ui.overview import Cell, cells, paired, state_bars, success_plot
@@ -190,6 +191,16 @@ class UiApp:
             raise QueryError(f"no episode with {prefix}src={src}, {prefix}id={digest!r}, task={task} in the index")
         return ep
 
+    def _cards(self, source: int) -> list[FlowCard]:
+        """The flow cards of a results directory (read at each use: a run may write them later)."""
+        src = self.index.sources[source]
+        if src.given_file:
+            return []
+        try:
+            return load_cards(src.root)
+        except ConfigError:  # not a cards file: the graph falls back, the page still shows
+            return []
+
     def _others(self, ep: IndexedEpisode) -> list[IndexedEpisode]:
         """The same task under other methods or settings (for the side-by-side links)."""
         r = ep.record
@@ -207,7 +218,7 @@ class UiApp:
             "episode.html",
             ep=ep,
             r=record,
-            graph=self.graphs.for_episode(record.benchmark, record.method, record.transitions),
+            graph=self.graphs.for_episode(record, self._cards(ep.ref.source)),
             steps=steps_of(record.history),
             edges=taken_edges(record.transitions),
             sub=submission_of(record),

@@ -3,7 +3,7 @@
 A results file of 10,000 episodes holds 100 MB or more of traces; a page listing them needs none
 of it. :class:`SourceIndex` reads a file once, line by line, and keeps for each complete line its
 byte offset and length plus the record *without* its trace (``history``, ``transitions`` and
-``eval`` emptied, as :func:`stateflow.tasks.archive.compact` does): about 1-2 KB per episode, so
+``eval`` emptied, as :func:`stateflow.tasks.harness.archive.compact` does): about 1-2 KB per episode, so
 metrics, filters and the paired comparison run on the index alone. An episode's trace is read
 from disk when its page is opened (:meth:`RunIndex.load`), by seeking to its offset.
 
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from stateflow.tasks.episode_record import SCHEMA_VERSION, EpisodeRecord, InvalidRecordError
-from stateflow.tasks.records import record_key
+from stateflow.tasks.harness.records import record_key
+from stateflow.tasks.kit.episode_record import SCHEMA_VERSION, EpisodeRecord, InvalidRecordError
 
 from stateflow.errors import ConfigError
 

@@ -1,6 +1,6 @@
 """The overview's numbers: one row per method x model x setting, its success interval, the plot.
 
-Rows come from :func:`stateflow.tasks.metrics.group_records` (the same grouping as the CLI
+Rows come from :func:`stateflow.tasks.reports.metrics.group_records` (the same grouping as the CLI
 tables and ``stateflow report``: newest record per episode, settings kept apart), over the
 trace-less records of the index. The success interval is Wilson's score interval at 95 %: on the
 20-100 tasks of a typical run a success rate is uncertain by several points, and Wilson's
@@ -19,10 +19,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.metrics import GROUP_KEYS, group_records
-from stateflow.tasks.paired import PairedComparison, compare
-from stateflow.tasks.records import LEGACY_IDENTITY
+from stateflow.tasks.harness.records import LEGACY_IDENTITY
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.reports.metrics import GROUP_KEYS, group_records
+from stateflow.tasks.reports.paired import PairedComparison, compare
 
 __all__ = [
     "Cell",

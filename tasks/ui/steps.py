@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stateflow.tasks.episode_record import EpisodeRecord
+from stateflow.tasks.kit.episode_record import EpisodeRecord
 
 __all__ = ["Message", "Step", "Submission", "VoteCandidate", "align", "steps_of", "submission_of", "taken_edges"]
 

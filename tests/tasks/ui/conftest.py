@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.records import ResultsFile
-from stateflow.tasks.runner import RunSpec, evaluate
+from stateflow.tasks.harness.records import ResultsFile
+from stateflow.tasks.harness.runner import RunSpec, evaluate
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from tests.tasks.test_runner import ORACLE_SPEC
 
@@ -76,9 +77,9 @@ def raw_line(data: dict[str, Any]) -> bytes:
 def oracle_run(tmp_path_factory, sql_available) -> Path:
     """A real results directory: three methods on six demo SQL tasks, replayed by the oracle, plus a vote method."""
     out = tmp_path_factory.mktemp("ui-oracle")
-    evaluate(RunSpec("intercode-sql", ("stateflow", "react"), out=out, tasks="0:6", **ORACLE_SPEC), progress=False)
+    evaluate(RunSpec(INTERCODE_SQL, ("stateflow", "react"), out=out, tasks="0:6", **ORACLE_SPEC), progress=False)
     evaluate(
-        RunSpec("intercode-sql", ("stateflow_error_vote",), out=out, tasks="0:6", mix_settings=True, **ORACLE_SPEC),
+        RunSpec(INTERCODE_SQL, ("stateflow_error_vote",), out=out, tasks="0:6", mix_settings=True, **ORACLE_SPEC),
         progress=False,
     )
     return out

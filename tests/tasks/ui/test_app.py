@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from stateflow.tasks.paired import compare
+from stateflow.tasks.reports.paired import compare
 from stateflow.tasks.ui.app import UiApp
 from stateflow.tasks.ui.index import RunIndex
 from stateflow.tasks.ui.overview import wilson_interval
@@ -168,3 +168,27 @@ def test_a_failing_page_is_a_500_and_the_server_keeps_serving(app, monkeypatch, 
         with urllib.request.urlopen(base, timeout=10) as resp:  # the next request is served
             assert resp.status == 200
     assert "RuntimeError: boom" in capsys.readouterr().err
+
+
+def test_a_users_flow_is_drawn_from_its_flow_card_and_never_imported(tmp_path):
+    from stateflow.tasks.harness.flow_cards import FlowCard, save_cards
+
+    # a module that would leave a mark if the UI imported it
+    (tmp_path / "evil_flows.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\nFLOW = None\n")
+    monkey_path = str(tmp_path)
+    import sys
+
+    sys.path.insert(0, monkey_path)
+    try:
+        rec = make_record(0, method="evil_flows:FLOW")
+        write_records(tmp_path, [rec])
+        app = UiApp(RunIndex([tmp_path]))
+        page = _html(app, "/episode", src=0, id="digest-evil_flows:FLOW", task=0)
+        assert "no flow card for this user flow" in page  # drawn from the record's transitions
+        card = FlowCard("intercode-sql", "evil_flows:FLOW", "mine", "x", "", 'digraph g { "Plan" -> "Act"; }', "")
+        save_cards(tmp_path, [card])
+        page = _html(app, "/episode", src=0, id="digest-evil_flows:FLOW", task=0)
+        assert "no flow card" not in page and "<title>Plan</title>" in page
+        assert not (tmp_path / "imported").exists()
+    finally:
+        sys.path.remove(monkey_path)

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from stateflow.tasks.metrics import load_results
+from stateflow.tasks.reports.metrics import load_results
 from stateflow.tasks.ui.app import UiApp
 from stateflow.tasks.ui.index import RunIndex
 from stateflow.tasks.ui.server import running
@@ -216,7 +216,7 @@ def test_live_run_and_bad_input_in_chromium(oracle_run, tmp_path, browser):
 
 def test_static_report_shows_the_same_views_in_chromium(oracle_run, tmp_path, browser):
     """`stateflow report`'s one file: the UI's table, plot and episode views, clickable offline."""
-    from stateflow.tasks.report import write_html
+    from stateflow.tasks.ui.static_report import write_html
 
     records = load_results([str(oracle_run)])
     page = write_html(records, tmp_path)
