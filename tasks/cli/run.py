@@ -6,7 +6,6 @@ command through the plugin in :mod:`stateflow.tasks.cli`.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -14,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.text import Text
 from stateflow.tasks.cli.stopping import stop_on_signals
+from stateflow.tasks.cli.threads import CheckpointsOption
 from stateflow.tasks.kit.levers import RECIPE_SEPARATOR
 
 from stateflow.backends.providers import capabilities
@@ -183,6 +182,11 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
         task: Annotated[str | None, typer.Option(help="with a flow target: the task text")] = None,
+        thread: Annotated[
+            str | None,
+            typer.Option(help="with a flow target: save the run as this thread (continues it if it exists)"),
+        ] = None,
+        checkpoints: CheckpointsOption = None,
         list_methods: Annotated[bool, typer.Option("--list-methods", help="list methods and exit")] = False,
         explain: Annotated[
             str | None, typer.Option("--explain", help="print a method's recipe, levers and measured effects, and exit")
@@ -217,7 +221,7 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter("give a benchmark or flow (or --list-methods)", param_hint="TARGET")
         assignment, label = _assignment(model or [], config)
         if target not in registry:
-            _run_flow(target, task, assignment, console, registry)
+            _run_flow(target, task, assignment, console, registry, thread, checkpoints)
             return
         bench = registry.get(target)
         if sql_database_scope is not None and not bench.database_scope:
@@ -426,9 +430,16 @@ def _explain(registry: BenchmarkRegistry, target: str | None, name: str) -> None
 
 
 def _run_flow(
-    ref: str, task: str | None, assignment: ModelAssignment, console: Console, registry: BenchmarkRegistry
+    ref: str,
+    task: str | None,
+    assignment: ModelAssignment,
+    console: Console,
+    registry: BenchmarkRegistry,
+    thread: str | None = None,
+    checkpoints: str | None = None,
 ) -> None:
     from stateflow.tasks.cli import registered_flows
+    from stateflow.tasks.cli.threads import print_run
 
     from stateflow.cli.flows import resolve_flow
     from stateflow.runtime import run
@@ -437,10 +448,14 @@ def _run_flow(
         raise ConfigError(f"{ref!r} is not a benchmark ({', '.join(registry.names())}); give --task TEXT to run it")
     flow = resolve_flow(ref, registered_flows())
     _announce(console, assignment)
-    result = run(flow, task, models=assignment)
-    for m in result.history:
-        # Model output is hostile: printed as plain text, never as markup ("[/INST]" must not crash).
-        console.print(Text.assemble((f"{m.state}/{m.kind.value}", "dim"), f" {m.name}: {m.content}"), highlight=False)
-    typer.echo(
-        json.dumps({k: result.to_dict()[k] for k in ("exit_state", "stop_reason", "path", "usage_by_state")}, indent=2)
-    )
+    if thread is None and checkpoints is None:
+        result = run(flow, task, models=assignment)
+    else:
+        from stateflow.checkpoint.location import open_checkpointer
+
+        store = open_checkpointer(checkpoints)
+        try:
+            result = run(flow, task, models=assignment, thread_id=thread, checkpointer=store, flow_ref=ref)
+        finally:
+            store.close()
+    print_run(console, result)
