@@ -95,7 +95,9 @@ def test_choices_exit_2_listing_valid_values(args, valid):
 
 def test_list_methods_needs_no_target_but_a_run_does():
     p = sf("run", "--list-methods")
-    assert p.returncode == 0 and p.stdout.split()[0] == "stateflow"
+    lines = p.stdout.splitlines()
+    # grouped by family: a "# family" heading, then one line per method
+    assert p.returncode == 0 and lines[0] == "# StateFlow view" and lines[1].split()[0] == "stateflow"
     p = sf("run")
     assert p.returncode == 2 and "TARGET" in p.stderr
 
