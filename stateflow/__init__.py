@@ -37,11 +37,14 @@ from stateflow.context import Context
 from stateflow.errors import (
     ChatEndedError,
     CheckpointMismatch,
+    ConditionError,
     ConfigError,
     FlowDefinitionError,
     LLMError,
     NoTransitionError,
+    StateDefinitionError,
     StateFlowError,
+    ToolError,
 )
 from stateflow.flow import ANY, Flow, FlowWarning, State, Transition
 from stateflow.messages import History, Kind, Message, Usage
@@ -88,6 +91,7 @@ __all__ = [
     "CheckpointSummary",
     "Checkpointer",
     "Condition",
+    "ConditionError",
     "ConfigError",
     "Context",
     "Flow",
@@ -108,6 +112,7 @@ __all__ = [
     "RunResult",
     "RunState",
     "State",
+    "StateDefinitionError",
     "StateFlowError",
     "StateFlowView",
     "Step",
@@ -116,6 +121,7 @@ __all__ = [
     "ThreadNotFound",
     "ThreadStatus",
     "Tool",
+    "ToolError",
     "ToolResult",
     "Transition",
     "TransitionRecord",

@@ -53,6 +53,7 @@ from stateflow.errors import (
     NoTransitionError,
     RunTimeout,
     StateFlowError,
+    ToolError,
 )
 from stateflow.flow import Flow
 from stateflow.messages import History, Kind, Message, Usage
@@ -320,7 +321,7 @@ class Episode:
                 self.stop_reason = "max_transitions"
                 return None
             self._judged.clear()
-            rule = self.flow.decide(self.ctx)
+            rule = self.flow.decide(self.ctx, step=len(self.steps) - 1)
             if rule is None:
                 last = self.history.last()
                 raise NoTransitionError(
@@ -420,7 +421,12 @@ class Episode:
         out = self._pending
         assert isinstance(out, Tool)
         t0 = time.perf_counter()
-        result = self.executor.function_map[self._tool_keys[id(out)]](self.ctx)
+        try:
+            result = self.executor.function_map[self._tool_keys[id(out)]](self.ctx)
+        except StateFlowError:
+            raise
+        except Exception as err:  # the tool's own code failed: name it, the state and the step
+            raise ToolError(out.name, self.ctx.state, len(self.steps), err) from err
         latency = time.perf_counter() - t0
         if isinstance(result, str):
             result = ToolResult(result)
