@@ -61,7 +61,7 @@ from stateflow.outputs import LLM, AutoGenAgent, Human, OutputFunction, Prompt, 
 from stateflow.profiles import ModelProfile
 from stateflow.run_state import PendingQuestion, RunState
 from stateflow.state_agent import StateAgent, render_calls, reply_text, usage_totals
-from stateflow.tool_protocol import ToolSet, parse_text_action, text_protocol_prompt
+from stateflow.tool_protocol import ToolSet, parse_text_action, with_text_protocol, with_text_protocol_stop
 from stateflow.trace import RunResult, Step, TransitionRecord
 from stateflow.views import ASSISTANT, EXECUTOR, HUMAN, PROMPTER, RESERVED_NAMES, TOOLS, USER, View
 from stateflow.vote import Candidate, tally
@@ -631,7 +631,7 @@ class Episode:
         if native:
             fields = {**fields, "tools": toolset.schemas()}
         else:
-            messages = [*messages, {"role": "user", "content": text_protocol_prompt(toolset)}]
+            messages, fields = with_text_protocol(messages, toolset), with_text_protocol_stop(fields)
         transcript: list[str] = []
         for round_ in range(out.max_tool_rounds + 1):
             try:
