@@ -38,8 +38,11 @@ def word_count(text: Annotated[str, "the text to count"]) -> int:
     return len(text.split())
 
 
-def build(base_url: str, model: str, api_key: str = "not-needed", max_tokens: int | None = None) -> Flow:
-    """The flow, with agents that call ``model`` at ``base_url``."""
+def build(
+    base_url: str, model: str, api_key: str = "not-needed", max_tokens: int | None = None, max_transitions: int = 6
+) -> Flow:
+    """The flow, with agents that call ``model`` at ``base_url`` (at most ``max_transitions`` steps
+    between states: a critic that never approves ends the run there)."""
     entry = {"model": model, "base_url": base_url, "api_key": api_key, "price": [0.0, 0.0]}  # your prices here
     if max_tokens is not None:
         entry["max_tokens"] = max_tokens
@@ -65,7 +68,7 @@ def build(base_url: str, model: str, api_key: str = "not-needed", max_tokens: in
     return Flow(
         "own-agents",
         initial=draft,
-        max_transitions=6,
+        max_transitions=max_transitions,
         transitions=[
             Transition(draft, review),
             Transition(review, done, when=last_contains("APPROVED")),
@@ -87,9 +90,12 @@ def endpoint(model: str, base_url: str | None = None) -> tuple[str, str, str]:
     return profile.base_url or "https://api.openai.com/v1", profile.model, profile.api_key()
 
 
-def main(model: str = "local", *, base_url: str | None = None, max_tokens: int | None = None) -> RunResult:
+def main(
+    model: str = "local", *, base_url: str | None = None, max_tokens: int | None = None, max_transitions: int = 6
+) -> RunResult:
     url, served, key = endpoint(model, base_url)
-    result = run(build(url, served, key, max_tokens), "Write a blurb for a solar-powered kettle.")
+    flow = build(url, served, key, max_tokens, max_transitions)
+    result = run(flow, "Write a blurb for a solar-powered kettle.")
     print("path:", " -> ".join(result.path))
     for state, usage in result.usage_by_state().items():
         print(f"{state}: {usage.prompt_tokens} prompt + {usage.completion_tokens} completion tokens")
