@@ -112,7 +112,8 @@ def _print_results(console: Console, records: list[dict], title: str) -> None:
 
 
 def _warn_never_submitted(console: Console, records: list) -> None:
-    from stateflow.tasks.submissions import never_submitted_warnings
+    from rich.text import Text
+    from stateflow.tasks.reports.submissions import never_submitted_warnings
 
     for line in never_submitted_warnings(records):
         console.print(Text.assemble(("warning:", "yellow"), f" {line}"), highlight=False, soft_wrap=True)

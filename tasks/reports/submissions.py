@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.records import latest_records
+from stateflow.tasks.harness.records import latest_records
+from stateflow.tasks.kit.episode_record import EpisodeRecord
 
 __all__ = ["NeverSubmitted", "never_submitted", "never_submitted_warnings"]
 
