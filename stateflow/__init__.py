@@ -39,11 +39,14 @@ from stateflow.context import Context
 from stateflow.errors import (
     ChatEndedError,
     CheckpointMismatch,
+    ConditionError,
     ConfigError,
     FlowDefinitionError,
     LLMError,
     NoTransitionError,
+    StateDefinitionError,
     StateFlowError,
+    ToolError,
 )
 from stateflow.flow import ANY, Flow, FlowWarning, State, Transition
 from stateflow.messages import History, Kind, Message, Usage
@@ -90,6 +93,7 @@ __all__ = [
     "CheckpointSummary",
     "Checkpointer",
     "Condition",
+    "ConditionError",
     "ConfigError",
     "Context",
     "Flow",
@@ -112,6 +116,7 @@ __all__ = [
     "RunState",
     "SQLiteCheckpointer",
     "State",
+    "StateDefinitionError",
     "StateFlowError",
     "StateFlowView",
     "Step",
@@ -120,6 +125,7 @@ __all__ = [
     "ThreadNotFound",
     "ThreadStatus",
     "Tool",
+    "ToolError",
     "ToolResult",
     "Transition",
     "TransitionRecord",

@@ -53,6 +53,7 @@ from stateflow.errors import (
     NoTransitionError,
     RunTimeout,
     StateFlowError,
+    ToolError,
 )
 from stateflow.flow import Flow
 from stateflow.messages import History, Kind, Message, Usage
@@ -60,7 +61,7 @@ from stateflow.outputs import LLM, AutoGenAgent, Human, OutputFunction, Prompt, 
 from stateflow.profiles import ModelProfile
 from stateflow.run_state import PendingQuestion, RunState
 from stateflow.state_agent import StateAgent, render_calls, reply_text, usage_totals
-from stateflow.tool_protocol import ToolSet, parse_text_action, text_protocol_prompt
+from stateflow.tool_protocol import ToolSet, parse_text_action, with_text_protocol, with_text_protocol_stop
 from stateflow.trace import RunResult, Step, TransitionRecord
 from stateflow.views import ASSISTANT, EXECUTOR, HUMAN, PROMPTER, RESERVED_NAMES, TOOLS, USER, View
 from stateflow.vote import Candidate, tally
@@ -320,7 +321,7 @@ class Episode:
                 self.stop_reason = "max_transitions"
                 return None
             self._judged.clear()
-            rule = self.flow.decide(self.ctx)
+            rule = self.flow.decide(self.ctx, step=len(self.steps) - 1)
             if rule is None:
                 last = self.history.last()
                 raise NoTransitionError(
@@ -420,7 +421,12 @@ class Episode:
         out = self._pending
         assert isinstance(out, Tool)
         t0 = time.perf_counter()
-        result = self.executor.function_map[self._tool_keys[id(out)]](self.ctx)
+        try:
+            result = self.executor.function_map[self._tool_keys[id(out)]](self.ctx)
+        except StateFlowError:
+            raise
+        except Exception as err:  # the tool's own code failed: name it, the state and the step
+            raise ToolError(out.name, self.ctx.state, len(self.steps), err) from err
         latency = time.perf_counter() - t0
         if isinstance(result, str):
             result = ToolResult(result)
@@ -625,7 +631,7 @@ class Episode:
         if native:
             fields = {**fields, "tools": toolset.schemas()}
         else:
-            messages = [*messages, {"role": "user", "content": text_protocol_prompt(toolset)}]
+            messages, fields = with_text_protocol(messages, toolset), with_text_protocol_stop(fields)
         transcript: list[str] = []
         for round_ in range(out.max_tool_rounds + 1):
             try:

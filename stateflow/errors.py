@@ -16,14 +16,17 @@ __all__ = [
     "CheckpointNotFound",
     "CheckpointSchemaUnsupported",
     "CheckpointStoreUnavailable",
+    "ConditionError",
     "ConfigError",
     "FlowDefinitionError",
     "LLMError",
     "NoTransitionError",
     "RunTimeout",
+    "StateDefinitionError",
     "StateFlowError",
     "ThreadBusy",
     "ThreadNotFound",
+    "ToolError",
 ]
 
 
@@ -48,6 +51,58 @@ class FlowDefinitionError(StateFlowError):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"flow {flow!r} is invalid:\n{lines}")
+
+
+class StateDefinitionError(FlowDefinitionError):
+    """A state is malformed (bad name, an output that is not an output function, ...), found
+    when the state itself is built, before any flow holds it.
+
+    Attributes:
+        state: the state's name as given.
+        flow: always ``None`` (no flow holds the state yet).
+        problems: every problem found.
+    """
+
+    def __init__(self, state: str, problems: list[str]):
+        self.state = state
+        self.flow = None  # type: ignore[assignment]
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        StateFlowError.__init__(self, f"state {state!r} is invalid:\n{lines}")
+
+
+class ConditionError(StateFlowError):
+    """A transition rule's condition raised while the run chose the next state.
+
+    Attributes:
+        rule: the rule's description (``Solve -> Verify when ...``).
+        state: the state the run was leaving.
+        step: the index of the last step recorded before the rules were checked (``None`` when
+            the caller did not say).
+        cause: the exception the condition raised (also ``__cause__``).
+    """
+
+    def __init__(self, rule: str, state: str, step: int | None, cause: BaseException):
+        self.rule, self.state, self.step, self.cause = rule, state, step, cause
+        at = f" after step {step}" if step is not None else ""
+        super().__init__(
+            f"the condition of rule {rule!r} raised in state {state!r}{at}: {type(cause).__name__}: {cause}"
+        )
+
+
+class ToolError(StateFlowError):
+    """A ``Tool`` output function raised (its code failed; not an observation it returned).
+
+    Attributes:
+        tool: the tool's name.
+        state: the state whose output function it is.
+        step: the index the tool's step would have had.
+        cause: the exception the tool raised (also ``__cause__``).
+    """
+
+    def __init__(self, tool: str, state: str, step: int, cause: BaseException):
+        self.tool, self.state, self.step, self.cause = tool, state, step, cause
+        super().__init__(f"tool {tool!r} raised in state {state!r} at step {step}: {type(cause).__name__}: {cause}")
 
 
 class NoTransitionError(StateFlowError):

@@ -29,7 +29,7 @@ from typing import Final
 
 from stateflow.conditions import Condition, Judge
 from stateflow.context import Context
-from stateflow.errors import FlowDefinitionError
+from stateflow.errors import ConditionError, FlowDefinitionError, StateDefinitionError, StateFlowError
 from stateflow.outputs import LLM, OUTPUT_TYPES, OutputFunction, Prompt
 
 __all__ = ["ANY", "Flow", "FlowWarning", "State", "Transition"]
@@ -69,12 +69,12 @@ class State:
 
     def __init__(self, name: str, *outputs: OutputFunction, final: bool = False, description: str = ""):
         if not isinstance(name, str) or not _NAME.match(name):
-            raise FlowDefinitionError(
+            raise StateDefinitionError(
                 str(name), [f"state name {name!r} must match {_NAME.pattern} (letters, digits, _ and -)"]
             )
         for out in outputs:
             if not isinstance(out, OUTPUT_TYPES):
-                raise FlowDefinitionError(
+                raise StateDefinitionError(
                     name,
                     [f"state {name!r}: {out!r} is not an output function (Prompt, LLM, Tool, AutoGenAgent or Human)"],
                 )
@@ -109,7 +109,7 @@ class State:
         """
         at = next((i for i, o in enumerate(self.outputs) if isinstance(o, Prompt)), None)
         if at is None:
-            raise FlowDefinitionError(self.name, [f"state {self.name!r} has no Prompt to add instructions to"])
+            raise StateDefinitionError(self.name, [f"state {self.name!r} has no Prompt to add instructions to"])
         if not lines:
             return self
         first = self.outputs[at]
@@ -360,10 +360,29 @@ class Flow:
         """The rules that may fire after ``state``, in priority order."""
         return [r for r in self.transitions if r.applies_to(state)]
 
-    def decide(self, ctx: Context) -> Transition | None:
-        """The first rule leaving ``ctx.state`` whose condition holds (None if none does)."""
-        for rule in self.transitions:
-            if rule.applies_to(ctx.state) and (rule.when is None or rule.when(ctx)):
+    def decide(self, ctx: Context, *, step: int | None = None) -> Transition | None:
+        """The first rule leaving ``ctx.state`` whose condition holds (None if none does).
+
+        Args:
+            ctx: the run context the conditions read.
+            step: the index of the run's last step, named in a :class:`ConditionError`.
+
+        Raises:
+            ConditionError: a condition raised (a ``StateFlowError`` such as a judge's
+                ``LLMError`` passes through unchanged).
+        """
+        for number, rule in enumerate(self.transitions, start=1):
+            if not rule.applies_to(ctx.state):
+                continue
+            if rule.when is None:
+                return rule
+            try:
+                holds = rule.when(ctx)
+            except StateFlowError:
+                raise
+            except Exception as err:  # user code: say which rule, where and when
+                raise ConditionError(f"transition #{number}: {rule}", ctx.state, step, err) from err
+            if holds:
                 return rule
         return None
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from stateflow.errors import ConfigError
-from stateflow.profiles import BUILTIN_PROFILES, ModelProfile
+from stateflow.profiles import BUILTIN_PROFILES, ModelProfile, read_config_text
 
 __all__ = ["DEFAULT_URLS", "profile_from_name", "profiles_from_oai_config_list"]
 
@@ -95,14 +95,14 @@ def profile_from_name(name: str) -> ModelProfile | None:
 def _read_config_list(source: str | os.PathLike[str]) -> tuple[str, Any]:
     text = str(source)
     path = Path(text).expanduser()
-    if path.is_file():
+    if path.exists():  # a directory too: read_config_text names the problem
         where = str(path)
-        raw = path.read_text(encoding="utf-8")
+        raw = read_config_text(path)
     elif os.environ.get(text):
         # AutoGen's convention: the variable holds the JSON itself or a file name.
         value = os.environ[text]
         if Path(value).expanduser().is_file():
-            where, raw = value, Path(value).expanduser().read_text(encoding="utf-8")
+            where, raw = value, read_config_text(Path(value).expanduser())
         else:
             where, raw = f"${text}", value
     else:

@@ -30,9 +30,10 @@ TOML format::
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -51,10 +52,14 @@ __all__ = [
     "Provider",
     "load_config",
     "parse_model_options",
+    "read_config_text",
 ]
 
 Provider = Literal["openai", "vllm", "ollama", "llamacpp", "local", "scripted", "replay"]
 _PROVIDERS: tuple[str, ...] = PROVIDERS
+# Test doubles: they answer only from replies handed to ``run(scripts=...)`` or a cassette, which
+# no command line can supply, so a command refuses them (see ModelAssignment.refuse_test_doubles).
+_TEST_DOUBLES = ("scripted", "replay")
 
 DEFAULT_KEY = "default"
 
@@ -318,6 +323,59 @@ class ModelAssignment:
                 f"state {state!r} uses unknown profile {name!r}; known: {', '.join(sorted(self.profiles))}"
             ) from None
 
+    def check_states(self, states: Collection[str], where: str) -> None:
+        """Refuse per-state keys that name none of ``states`` (a typo would silently fall back
+        to the default model).
+
+        Args:
+            states: the state names the assignment is used for (one flow's, or the union of the
+                flows of a benchmark run's methods).
+            where: what those states belong to, for the message (e.g. ``"flow 'sql'"``).
+
+        Raises:
+            ConfigError: naming each unknown key, its closest state name and every state.
+        """
+        unknown = [k for k in self.by_state if k != DEFAULT_KEY and k not in states]
+        if not unknown:
+            return
+        problems = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, list(states), n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(f"{key!r}{hint}")
+        raise ConfigError(
+            f"model assignment names no state of {where}: {', '.join(problems)}; "
+            f"its states: {', '.join(states)}; use 'default' (or '*') for every state not named"
+        )
+
+    def restricted_to(self, states: Collection[str]) -> ModelAssignment:
+        """The same assignment without the per-state keys that name none of ``states`` (one
+        benchmark run gives one assignment to several methods' flows; each flow uses its part)."""
+        kept = {k: v for k, v in self.by_state.items() if k == DEFAULT_KEY or k in states}
+        if len(kept) == len(self.by_state):
+            return self
+        return dataclasses.replace(self, by_state=MappingProxyType(kept))
+
+    def refuse_test_doubles(self) -> None:
+        """Refuse assigned profiles whose provider is a test double (``scripted``, ``replay``):
+        they answer only from replies a Python caller passes to :func:`stateflow.run`, so from a
+        command line every call would fail. Commands call this before they start.
+
+        Raises:
+            ConfigError: naming each such profile and the state it serves.
+        """
+        doubles = [
+            f"{state}={name} (provider {self.profiles[name].provider!r})"
+            for state, name in sorted(self.by_state.items())
+            if self.profiles[name].provider in _TEST_DOUBLES
+        ]
+        if doubles:
+            raise ConfigError(
+                f"model profile(s) {', '.join(doubles)}: {' and '.join(_TEST_DOUBLES)} are test doubles "
+                "that answer only from replies passed to stateflow.run(scripts=...) in Python; from the "
+                'command line choose a real model (e.g. --model default=local, or provider = "openai" in the TOML)'
+            )
+
     def merged(self, other: Mapping[str, str]) -> ModelAssignment:
         """A new assignment where ``other``'s entries override this one's."""
         by_state = dict(self.by_state)
@@ -339,6 +397,27 @@ def parse_model_options(options: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def read_config_text(path: Path) -> str:
+    """The text of a config file, or one :class:`ConfigError` naming the file and the problem
+    (missing, a directory, unreadable, not UTF-8) instead of a raw ``OSError``/``UnicodeDecodeError``.
+
+    Raises:
+        ConfigError: the file cannot be read as UTF-8 text.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file (give the file inside it)") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); save it as UTF-8"
+        ) from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the config file ({err.strerror or err})") from None
+
+
 _TOML_FIELDS = {f.name for f in dataclasses.fields(ModelProfile)} - {"name", "api_key_value"}
 
 
@@ -357,9 +436,7 @@ def load_config(path: str | os.PathLike[str]) -> ModelAssignment:
         listed = profiles_from_oai_config_list(p)
         return ModelAssignment.of(listed[0].name, profiles=listed)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: config file not found") from None
+        data = tomllib.loads(read_config_text(p))
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{p}: invalid TOML: {err}") from err
     unknown_top = sorted(set(data) - {"profiles", "models"})

@@ -70,6 +70,7 @@ def _backends(
     """The run's model clients; every state's and judge's profile is resolved first (a bad one
     fails here, before any call)."""
     assignment = ModelAssignment.of(models)
+    assignment.check_states(list(flow.states), f"flow {flow.name!r}")
     for st in flow.llm_states():
         for out in st.outputs:
             if isinstance(out, LLM):
@@ -169,7 +170,9 @@ def run(
             with the thread so that ``stateflow resume`` in another process can rebuild it.
 
     Raises:
-        ConfigError: a state's model profile is unknown or unusable; a thread id without a
+        ConfigError: a state's model profile is unknown or unusable; a per-state model key that
+            names no state of the flow (the message lists the states and the closest match);
+            a thread id without a
             checkpointer; a deferred question without a checkpointer.
         CheckpointMismatch: the thread was saved by a flow with another definition.
         CheckpointError: the thread finished, is paused (use :func:`resume`), or another process

@@ -3,21 +3,36 @@
 A model whose profile supports function calling gets the tools' OpenAI schemas and answers with
 ``tool_calls``. Any other model gets :func:`text_protocol_prompt` and calls a tool with a line
 ``Action: name[{"arg": value}]`` (a tool with one parameter also takes ``Action: name[raw text]``);
-:func:`parse_text_action` reads the last such line. Model output is hostile: a malformed call is
-answered with an observation that says what is wrong, never an exception.
+the prompt shows each tool's call with its real parameter names. :func:`parse_text_action` reads
+the last such line and checks its arguments against the tool's signature. Model output is
+hostile: a malformed call is answered with a short observation that says what is wrong and how
+the call looks (a small model can act on that; a raw pydantic report it mostly cannot), never an
+exception.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
-from collections.abc import Iterable
+import typing
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
 from stateflow.errors import ConfigError
 
-__all__ = ["TextAction", "ToolSet", "parse_text_action", "text_protocol_prompt"]
+__all__ = [
+    "TEXT_PROTOCOL_STOP",
+    "TextAction",
+    "ToolSet",
+    "parse_text_action",
+    "text_protocol_prompt",
+    "with_text_protocol",
+    "with_text_protocol_stop",
+]
 
 _ACTION = re.compile(r"^\s*Action:\s*([A-Za-z_][\w.-]*)\s*\[(.*)\]\s*$")
 
@@ -44,21 +59,103 @@ class ToolSet:
         return {name: t.func for name, t in self.tools.items()}
 
     def parameters(self, name: str) -> list[str]:
+        """The parameter names of tool ``name``, in signature order."""
         return list(self.tools[name].tool_schema["function"]["parameters"].get("properties", {}))
+
+    def call_template(self, name: str) -> str:
+        """How a text-protocol call of tool ``name`` looks, with its real parameter names and a
+        ``<type>`` placeholder for each value, e.g. ``multiply[{"a": <number>, "b": <number>}]``."""
+        params = self.tools[name].tool_schema["function"]["parameters"].get("properties", {})
+        body = ", ".join(f"{json.dumps(p)}: <{spec.get('type', 'value')}>" for p, spec in params.items())
+        return f"{name}[{{{body}}}]"
+
+    def check_arguments(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """Why ``arguments`` do not fit tool ``name``'s signature (``None`` when they do, or when
+        the signature cannot be checked here; the tool's own validation still runs)."""
+        model = _arguments_model(self.tools[name].func)
+        if model is None:
+            return None
+        try:
+            model.model_validate(arguments)
+        except ValidationError as err:
+            return "; ".join(_short_problem(e) for e in err.errors()[:3])
+        return None
+
+
+def _arguments_model(func: Callable[..., Any]) -> type[BaseModel] | None:
+    """A pydantic model of ``func``'s keyword arguments (unknown keys forbidden), or ``None`` when
+    its signature has no plain named parameters to check."""
+    try:
+        sig = inspect.signature(func)
+        hints = typing.get_type_hints(func, include_extras=True)
+    except (TypeError, ValueError, NameError):
+        return None
+    fields: dict[str, Any] = {}
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            return None
+        default = ... if p.default is p.empty else p.default
+        fields[p.name] = (hints.get(p.name, Any), default)
+    try:
+        return create_model(f"{getattr(func, '__name__', 'tool')}_arguments", __config__=_FORBID, **fields)
+    except Exception:  # an annotation pydantic cannot build a validator for: leave it to the tool
+        return None
+
+
+_FORBID = ConfigDict(extra="forbid")
+
+
+def _short_problem(error: Any) -> str:
+    """One pydantic error as a short phrase a model can act on (no URLs, no error codes)."""
+    where = ".".join(str(x) for x in error["loc"]) or "arguments"
+    kind = error["type"]
+    if kind == "missing":
+        return f'"{where}" is missing'
+    if kind == "extra_forbidden":
+        return f'"{where}" is not a parameter'
+    got = json.dumps(error.get("input"), default=str)[:40]
+    message = str(error["msg"]).split(",")[0].removeprefix("Input should be ")
+    return f'"{where}" must be {message} (got {got})'
+
+
+#: Where a text-protocol reply is cut: a model that writes the observation itself invents it
+#: (measured with the embedded 1.5B model: "Observation: The price of a kettle is 15 euros.").
+TEXT_PROTOCOL_STOP = "\nObservation:"
 
 
 def text_protocol_prompt(tools: ToolSet) -> str:
-    """The instruction that lets a model without function calling use ``tools``."""
+    """The instruction that lets a model without function calling use ``tools``: each tool's
+    description and its call with the real parameter names, and the Thought/Action format."""
     lines = ["You can call these tools:"]
     for name, t in tools.tools.items():
-        params = t.tool_schema["function"]["parameters"].get("properties", {})
-        sig = ", ".join(f"{p}: {spec.get('type', 'any')}" for p, spec in params.items())
-        lines.append(f"- {name}({sig}): {t.description}")
-    lines.append(
-        'To call one, end your reply with a line `Action: NAME[{"parameter": value}]`; its result comes back '
-        "as `Observation: ...`. When you have the answer, reply without an Action line."
-    )
+        lines.append(f"- {name}: {t.description}")
+        lines.append(f"  Action: {tools.call_template(name)}")
+    lines += [
+        "Reply in this format, one step at a time:",
+        "Thought: what you need next",
+        "Action: one tool call, written as above with each <...> replaced by a JSON value",
+        "Then stop: the result comes back as `Observation: ...`. When you know the answer, reply "
+        "`Answer: ...` without an Action line.",
+    ]
     return "\n".join(lines)
+
+
+def with_text_protocol(messages: list[dict[str, Any]], tools: ToolSet) -> list[dict[str, Any]]:
+    """``messages`` with :func:`text_protocol_prompt` at the end of the system message (a new
+    one first if there is none). Why there and not as a last user turn: the embedded 1.5B model
+    answered a trailing protocol turn with an invented ``Observation: 180`` and no call, and
+    followed the same text as a system message (calls ``price_of[{"item": "kettle"}]`` first)."""
+    protocol = text_protocol_prompt(tools)
+    if messages and messages[0].get("role") == "system":
+        first = messages[0]
+        return [{**first, "content": f"{first.get('content') or ''}\n\n{protocol}".lstrip()}, *messages[1:]]
+    return [{"role": "system", "content": protocol}, *messages]
+
+
+def with_text_protocol_stop(fields: dict[str, Any]) -> dict[str, Any]:
+    """Request ``fields`` that also stop at :data:`TEXT_PROTOCOL_STOP`."""
+    stops = list(dict.fromkeys([TEXT_PROTOCOL_STOP, *fields.get("stop", ())]))
+    return {**fields, "stop": stops}
 
 
 @dataclass(frozen=True)
@@ -88,10 +185,11 @@ def parse_text_action(reply: str, tools: ToolSet) -> TextAction | None:
         value = json.loads(raw) if raw else {}
     except json.JSONDecodeError:
         value = None
-    if isinstance(value, dict):
-        return TextAction(name, json.dumps(value))
-    if len(params) == 1:
-        return TextAction(name, json.dumps({params[0]: raw}))
-    return TextAction(
-        name, raw, f"the arguments of {name} must be a JSON object with keys {params}, e.g. {name}[{{...}}]"
-    )
+    if not isinstance(value, dict):
+        if len(params) != 1:
+            return TextAction(name, raw, f"write the arguments as a JSON object: Action: {tools.call_template(name)}")
+        value = {params[0]: raw}
+    problem = tools.check_arguments(name, value)
+    if problem is not None:
+        return TextAction(name, json.dumps(value), f"{problem}. Call it as: Action: {tools.call_template(name)}")
+    return TextAction(name, json.dumps(value))

@@ -253,6 +253,7 @@ def run_spec(
     assignment = load_config(config) if config else ModelAssignment.of(None)
     if model:
         assignment = assignment.merged(parse_model_options(model))
+    assignment.refuse_test_doubles()
     out = _out()
     if engine == "monitor":
         from stateflow.spec.completer import completer_for

@@ -69,6 +69,7 @@ def _assignment(models: list[str], config: Path | None) -> tuple[ModelAssignment
     base = load_config(config) if config else ModelAssignment.of(None)
     opts = parse_model_options(models)
     assignment = base.merged(opts) if opts else base
+    assignment.refuse_test_doubles()  # before any output or file: they cannot answer from a command line
     label = ",".join(f"{k}={v}" for k, v in sorted(assignment.by_state.items()))
     return assignment, label
 
@@ -108,6 +109,14 @@ def _print_results(console: Console, records: list[dict], title: str) -> None:
 
     if records:
         console.print(metrics_table(summarize(records), title=title))
+
+
+def _warn_never_submitted(console: Console, records: list) -> None:
+    from rich.text import Text
+    from stateflow.tasks.reports.submissions import never_submitted_warnings
+
+    for line in never_submitted_warnings(records):
+        console.print(Text.assemble(("warning:", "yellow"), f" {line}"), highlight=False, soft_wrap=True)
 
 
 def _report_dir(first: Path) -> Path:
@@ -260,6 +269,7 @@ def register(app: typer.Typer) -> None:
             summary = evaluate(spec, console=console, progress=not no_progress, **chosen)
         _print_results(_table_console(), summary.records, f"{target} ({dataset}) — {out}")
         console.print(f"results: {out / 'results.jsonl'}   report: stateflow report {out}")
+        _warn_never_submitted(console, summary.records)
         if summary.interrupted:
             raise typer.Exit(130)
 
@@ -292,6 +302,7 @@ def register(app: typer.Typer) -> None:
 
         for table in pdoctor_tables(records):
             console.print(table)
+        _warn_never_submitted(Console(stderr=True), records)
         target = out or _report_dir(Path(dirs[0]))
         target.mkdir(parents=True, exist_ok=True)
         paths = write_report(records, target)

@@ -104,7 +104,9 @@ def run_episode(
         models: ModelAssignment | ModelProfile = ORACLE_PROFILE
         scripts: Mapping[str, ScriptedLLM] = {"oracle": oracle_script(task)}
     else:
-        models, scripts = spec.models, (spec.scripts or {})
+        # One run's assignment serves several methods: each flow takes the keys naming its states
+        # (the runner checked that every key names a state of some method's flow).
+        models, scripts = spec.models.restricted_to(list(flow.states)), (spec.scripts or {})
     result = run(
         flow,
         spec.benchmark.task_prompt(task),

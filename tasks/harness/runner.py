@@ -81,6 +81,17 @@ class TaskSelection:
     duplicates: tuple[int, ...] = ()
 
 
+def _check_out_dir(out: Path) -> None:
+    """Refuse a results directory that is (or lies under) an existing file, before anything is
+    written: otherwise ``mkdir`` fails later with a raw ``FileExistsError``."""
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                what = "is an existing file" if p == out else f"lies under {str(p)!r}, an existing file"
+                raise ValueError(f"--out {str(out)!r} {what}; give a directory for the results")
+            return
+
+
 def select_tasks(selection: str, total: int) -> TaskSelection:
     """Parse ``all``, ``A:B`` (half-open), ``A:`` or ``3,5,9`` into task indices.
 
@@ -105,12 +116,17 @@ def select_tasks(selection: str, total: int) -> TaskSelection:
                 raise IndexError(f"end {hi}")
             wanted = list(range(lo, hi))
         else:
-            wanted = [int(x) for x in s.split(",") if x.strip()]
+            items = [x.strip() for x in s.split(",")]
+            if "" in items:  # "1,,2" or "1,2,": a lost index, not a separator to skip
+                raise ValueError
+            wanted = [int(x) for x in items]
             bad = [i for i in wanted if not 0 <= i < total]
             if bad:
                 raise IndexError(f"index {bad[0]}")
     except ValueError:
-        raise ValueError(f"--tasks {selection!r}: use all, A:B or a comma list such as 0,4,9") from None
+        raise ValueError(
+            f"--tasks {selection!r}: use all, A:B or a comma list of indices such as 0,4,9 (no empty items)"
+        ) from None
     except IndexError as err:
         raise ValueError(f"--tasks {selection!r}: {err.args[0]} is outside the dataset ({valid})") from None
     if not wanted:
@@ -358,12 +374,17 @@ def evaluate(
             settings and ``spec.mix_settings`` is off.
     """
     console = console or Console(stderr=True)
+    _check_out_dir(spec.out)
     methods = tuple(dict.fromkeys(spec.methods))
     if len(methods) < len(spec.methods):
         console.print(f"[yellow]note:[/] methods repeated in {','.join(spec.methods)}; each runs once")
         spec = replace(spec, methods=methods)
+    states: dict[str, None] = {}
     for m in methods:
-        build_method(m, spec.bench)  # unknown methods fail before anything starts
+        flow, _ = build_method(m, spec.bench)  # unknown methods fail before anything starts
+        states.update(dict.fromkeys(flow.states))
+    if not spec.oracle:  # a per-state model key must name a state of some method (a typo is no fallback)
+        spec.models.check_states(list(states), f"the flows of {', '.join(methods)}")
     probe = env_factory(spec)
     try:
         tasks = spec.tasks

@@ -169,13 +169,14 @@ def test_reachability_follows_only_rules_that_leave_each_state():
 def test_bad_state_and_transition_arguments_say_which():
     with pytest.raises(FlowDefinitionError) as exc:
         State("has space")
-    assert exc.value.flow == "has space"
+    assert exc.value.state == "has space"  # a state, not a flow (issue 48)
+    assert exc.value.flow is None
     assert exc.value.problems == [
         "state name 'has space' must match ^[A-Za-z_][A-Za-z0-9_-]{0,63}$ (letters, digits, _ and -)"
     ]
     with pytest.raises(FlowDefinitionError) as exc:
         State("S", "text")  # type: ignore[arg-type]
-    assert exc.value.flow == "S"
+    assert exc.value.state == "S"
     assert exc.value.problems == [
         "state 'S': 'text' is not an output function (Prompt, LLM, Tool, AutoGenAgent or Human)"
     ]

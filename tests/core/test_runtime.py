@@ -11,6 +11,7 @@ from stateflow import (
     Flow,
     Judge,
     LLMError,
+    ModelAssignment,
     ModelProfile,
     NoTransitionError,
     Prompt,
@@ -49,7 +50,7 @@ def test_llm_judge_picks_the_branch_with_one_call_per_decision():
     r = run(
         _judge_flow(judge),
         "T",
-        models={"default": scripted("main"), "x": scripted("judge")},
+        models=ModelAssignment.of(scripted("main"), profiles=[scripted("judge")]),
         scripts={"main": solver, "judge": verdicts},
     )
     assert r.path == ["Solve", "Done"]
@@ -66,14 +67,14 @@ def test_llm_judge_no_branch_and_unparseable_answer():
     r = run(
         _judge_flow(judge),
         "T",
-        models={"default": scripted("main"), "x": scripted("judge")},
+        models=ModelAssignment.of(scripted("main"), profiles=[scripted("judge")]),
         scripts={"main": ScriptedLLM(["a", "b"]), "judge": ScriptedLLM(["no"])},
     )
     assert r.path == ["Solve", "Retry", "Done"]
     r = run(
         _judge_flow(judge),
         "T",
-        models={"default": scripted("main"), "x": scripted("judge")},
+        models=ModelAssignment.of(scripted("main"), profiles=[scripted("judge")]),
         scripts={"main": ScriptedLLM(["a", "b"]), "judge": ScriptedLLM(["perhaps"])},
     )
     assert r.path == ["Solve", "Retry", "Done"]  # fell through to the unconditional rule

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stateflow.sf_agent import SFAgentView
 
-from stateflow import LLM, Flow, ModelProfile, Prompt, State, Transition, run
+from stateflow import LLM, Flow, ModelAssignment, ModelProfile, Prompt, State, Transition, run
 from stateflow.backends.scripted import ScriptedLLM
 from tests.core.helpers import plan_act_flow, scripted
 
@@ -114,7 +114,7 @@ def test_profile_given_on_the_llm_output_overrides_the_assignment():
     r = run(
         f,
         "T",
-        models={"default": scripted("other"), "x": scripted("pinned")},
+        models=ModelAssignment.of(scripted("other"), profiles=[scripted("pinned")]),
         scripts={"pinned": pinned, "other": other},
     )
     assert r.history[-1].content == "from pinned" and not other.requests

@@ -29,7 +29,7 @@ def _blurb_server(model, messages, body):
 def test_own_autogen_agents_with_tools_and_nested_chat(capsys):
     example = load_example("own_autogen_agent")
     with FakeOpenAIServer(_blurb_server) as srv:
-        result = example.main(srv.url, "any-model")
+        result = example.main("any-model", base_url=srv.url)
         requests = list(srv.requests)
     assert result.path == ["Draft", "Review", "Done"]
     # the writer asked for its tool, AutoGen ran it, and the result went back to the model
@@ -73,7 +73,7 @@ def _shop_server(model, messages, body):
 def test_function_calling_native_and_text_protocol(native):
     example = load_example("function_calling")
     with FakeOpenAIServer(_shop_server) as srv:
-        result = example.main(srv.url, "m", native)
+        result = example.main("m", base_url=srv.url, native=native)
         requests = list(srv.requests)
     assert result.history.last(Kind.LLM).content == "Three kettles cost 117.0 euros."
     tools = [(m.name, m.content, m.meta["ok"]) for m in result.history.of_kind(Kind.TOOL)]
@@ -83,7 +83,11 @@ def test_function_calling_native_and_text_protocol(native):
         assert {t["function"]["name"] for t in requests[0]["tools"]} == {"price_of", "multiply"}
     else:
         assert all("tools" not in r for r in requests)
-        assert "Action: NAME[" in requests[0]["messages"][-1]["content"]  # the protocol was explained
+        system = requests[0]["messages"][0]
+        assert system["role"] == "system"  # the protocol was explained with the real parameter names
+        assert 'Action: multiply[{"a": <number>, "b": <number>}]' in system["content"]
+        assert 'Action: price_of[{"item": <string>}]' in system["content"]
+        assert all("\nObservation:" in r["stop"] for r in requests)  # the model cannot invent a result
         assert requests[1]["messages"][-1]["content"] == "Observation: 39.0"
     steps = [s.output for s in result.steps]
     assert steps == ["prompt", "llm", "tool_call[price_of]", "llm", "tool_call[multiply]", "llm"]
@@ -93,12 +97,17 @@ def test_a_failing_or_malformed_tool_call_is_an_observation_not_a_crash():
     example = load_example("function_calling")
     replies = iter(["Action: price_of[teapot]", "Action: multiply[3, 4]", "I could not find it."])
     with FakeOpenAIServer(lambda m, msgs, b: next(replies)) as srv:
-        result = example.main(srv.url, "m", False)
+        result = example.main("m", base_url=srv.url, native=False)
         requests = list(srv.requests)
     tools = result.history.of_kind(Kind.TOOL)
     assert tools[0].meta["ok"] is False and "no product 'teapot'" in tools[0].content
-    assert tools[1].meta["ok"] is False and "must be a JSON object with keys ['a', 'b']" in tools[1].content
-    assert requests[2]["messages"][-1]["content"].startswith("Observation: error: the arguments of multiply")
+    call_as = 'Action: multiply[{"a": <number>, "b": <number>}]'
+    assert (
+        tools[1].meta["ok"] is False and tools[1].content == f"error: write the arguments as a JSON object: {call_as}"
+    )
+    assert (
+        requests[2]["messages"][-1]["content"] == f"Observation: error: write the arguments as a JSON object: {call_as}"
+    )
     assert result.history.last(Kind.LLM).content == "I could not find it."
 
 
@@ -107,7 +116,7 @@ def test_human_in_the_loop_revises_until_approved():
     drafts = iter(["We are sorry. A new lid is on its way.", "Sorry! A new lid ships today."])
     person = ScriptedHuman(["shorter please", "yes"])
     with FakeOpenAIServer(lambda m, msgs, b: next(drafts)) as srv:
-        result = example.main(srv.url, "m", human_input=person)
+        result = example.main("m", base_url=srv.url, human_input=person)
         second = srv.requests[1]["messages"]
     assert result.path == ["Draft", "Approve", "Draft", "Approve", "Done"]
     assert [m.content for m in result.history.of_kind(Kind.HUMAN)] == ["shorter please", "yes"]
@@ -118,4 +127,49 @@ def test_human_in_the_loop_revises_until_approved():
 def test_human_without_answers_fails_loudly():
     example = load_example("human_in_the_loop")
     with FakeOpenAIServer(lambda m, msgs, b: "draft") as srv, pytest.raises(HumanInputExhausted):
-        example.main(srv.url, "m", human_input=ScriptedHuman([]))
+        example.main("m", base_url=srv.url, human_input=ScriptedHuman([]))
+
+
+def test_a_wrongly_typed_or_incomplete_text_call_gets_a_short_readable_error_not_pydantics():
+    example = load_example("function_calling")
+    replies = iter(['Action: multiply[{"a": "three", "b": 39}]', 'Action: multiply[{"a": 3}]', "Answer: unknown"])
+    with FakeOpenAIServer(lambda m, msgs, b: next(replies)) as srv:
+        result = example.main("m", base_url=srv.url, native=False)
+    errors = [m.content for m in result.history.of_kind(Kind.TOOL)]
+    call_as = 'Call it as: Action: multiply[{"a": <number>, "b": <number>}]'
+    assert errors == [
+        f'error: "a" must be a valid number (got "three"). {call_as}',
+        f'error: "b" is missing. {call_as}',
+    ]
+
+
+# -- the examples as written, on the embedded 0.5B model (a few short calls each) ---------------
+
+
+def test_function_calling_example_runs_as_written_on_the_embedded_model(local_small_model, capsys):
+    example = load_example("function_calling")
+    result = example.main("local-small", max_tokens=96)
+    assert result.path == ["Answer", "Done"]
+    tools = result.history.of_kind(Kind.TOOL)
+    # The protocol shows the real parameter names: the small model writes a well-formed call.
+    assert ("price_of", "39.0", True) in [(m.name, m.content, m.meta["ok"]) for m in tools]
+    assert not any("validation error" in m.content for m in result.history)
+    assert "[tool] price_of: 39.0" in capsys.readouterr().out
+
+
+def test_human_in_the_loop_example_runs_as_written_on_the_embedded_model(local_small_model):
+    example = load_example("human_in_the_loop")
+    person = ScriptedHuman(["yes"])
+    result = example.main("local-small", human_input=person, max_tokens=64)
+    assert result.path == ["Draft", "Approve", "Done"]
+    draft = result.history.last(Kind.LLM)
+    assert draft.content.strip() and person.prompts[0].startswith(draft.content.strip()[:20])
+
+
+def test_own_autogen_agent_example_runs_as_written_on_the_embedded_model(local_small_model):
+    example = load_example("own_autogen_agent")
+    result = example.main("local-small", max_tokens=48, max_transitions=2)  # a draft, a review, one revision
+    assert result.path[:2] == ["Draft", "Review"] and len(result.path) <= 3
+    assert result.stop_reason in ("final", "max_transitions")
+    by_state = result.usage_by_state()
+    assert by_state["Draft"].prompt_tokens > 0 and by_state["Review"].completion_tokens > 0  # the critic's usage
