@@ -35,6 +35,7 @@ __all__ = [
 
 _COLUMNS = [
     ("SR %", "sr", "{:.2f}"),
+    ("95 % CI", "sr_ci", "{}"),
     ("reward", "reward", "{:.3f}"),
     ("raw", "reward_raw", "{:.3f}"),
     ("turns", "turns", "{:.2f}"),
@@ -50,7 +51,8 @@ def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: 
     """A rich table in the paper's layout.
 
     A ``setting`` column appears when some group holds records of several settings; it names
-    the identity fields that tell the rows apart.
+    the identity fields that tell the rows apart. ``95 % CI`` is the Wilson interval of the
+    success rate over the row's tasks (:func:`~stateflow.tasks.stats.wilson_interval`).
     """
     t = Table(title=title)
     for k in keys:
@@ -62,7 +64,7 @@ def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: 
     for head, _, _ in _COLUMNS:
         t.add_column(head, justify="right")
     for r in rows:
-        d = r.as_dict(keys)
+        d = r.as_dict(keys) | {"sr_ci": r.sr_ci.text()}
         t.add_row(*r.group, *([r.setting] if mixed else []), str(r.n), *(fmt.format(d[a]) for _, a, fmt in _COLUMNS))
     return t
 
@@ -336,7 +338,7 @@ def write_html(records: list[EpisodeRecord], out: Path, plots: Sequence[Path] = 
     heads = [*GROUP_KEYS, *(["setting"] if mixed else []), "n", *(h for h, _, _ in _COLUMNS)]
     table = ["<table><tr>", *(f"<th>{html.escape(h)}</th>" for h in heads), "</tr>"]
     for r in rows:
-        d = r.as_dict(GROUP_KEYS)
+        d = r.as_dict(GROUP_KEYS) | {"sr_ci": r.sr_ci.text()}
         cells = [*r.group, *([r.setting] if mixed else []), str(r.n), *(fmt.format(d[a]) for _, a, fmt in _COLUMNS)]
         table.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     table.append("</table>")
