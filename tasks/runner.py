@@ -28,6 +28,7 @@ from stateflow.tasks.episode import ORACLE_PROFILE, EpisodeSpec, run_episode
 from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.executors import EpisodeExecutor, ThreadExecutor
 from stateflow.tasks.identity import (
+    REPEAT_FIELDS,
     RUN_WIDE_FIELDS,
     EpisodeIdentity,
     FieldDifference,
@@ -57,6 +58,7 @@ __all__ = [
     "evaluate",
     "open_env",
     "run_identities",
+    "seeded",
     "select_tasks",
 ]
 
@@ -156,6 +158,9 @@ class RunSpec:
     # tasks (comparable row by row) instead of the first methods done and the last not started
     order: RunOrder = "method"
     scripts: dict[str, ScriptedLLM] = field(default_factory=dict, compare=False)
+    # one of K repeats (stateflow.tasks.repeats): its index and the sampler seed every profile gets
+    repeat: int | None = None
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.order not in get_args(RunOrder):
@@ -244,6 +249,7 @@ def _other_settings(
             if same_method is not None
             else differences(recorded, mine, RUN_WIDE_FIELDS)
         )
+        found = [d for d in found if d.field not in REPEAT_FIELDS]  # another repeat of the same setting is fine
         if found:
             others.append(r)
             for d in found:
@@ -277,8 +283,18 @@ def run_identities(spec: RunSpec, dataset_sha256: str) -> dict[str, EpisodeIdent
             grammar=spec.grammar,
             backend=spec.resolved_backend,
             database_scope=spec.sql_database_scope if bench.database_scope else None,
+            repeat=spec.repeat,
+            seed=spec.seed,
         )
     return out
+
+
+def seeded(models: ModelAssignment, seed: int | None) -> ModelAssignment:
+    """``models`` with every profile sampling at ``seed`` (``models`` itself for ``None``)."""
+    if seed is None:
+        return models
+    profiles = {name: replace(p, seed=seed) for name, p in models.profiles.items()}
+    return ModelAssignment.of(dict(models.by_state), profiles=profiles.values())
 
 
 @dataclass
@@ -490,7 +506,7 @@ def _run(
             benchmark=spec.bench,
             dataset=spec.dataset,
             method=m,
-            models=spec.models,
+            models=seeded(spec.models, spec.seed),
             models_label=identities[m].models,
             max_turns=spec.max_turns,
             timeout_s=spec.task_timeout_s,

@@ -16,7 +16,9 @@ being written here:
 * :func:`holm`: several candidates each compared with one baseline. Holm's step-down correction
   (statsmodels ``multipletests(method="holm")``) keeps the chance of any false "better" at 5 %
   across the whole table, where uncorrected p-values would not.
-* :func:`repeat_outcomes`: K episodes per task with distinct seeds.
+* :func:`repeat_outcomes`: K episodes per task with distinct seeds. The repeats of one task are
+  not independent draws, so pass@1's interval is a percentile bootstrap over tasks (scipy's
+  ``bootstrap``, a fixed seed so reports are reproducible), not a Wilson interval over episodes.
 
 >>> wilson_interval(66, 100).text()
 '56.3-74.5'
@@ -31,7 +33,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scipy.stats import binomtest
+import numpy as np
+from scipy.stats import binomtest, bootstrap
 from statsmodels.stats.multitest import multipletests
 
 __all__ = ["CONFIDENCE", "Interval", "RepeatOutcomes", "holm", "mcnemar_exact_p", "repeat_outcomes", "wilson_interval"]
@@ -92,6 +95,26 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return [float(p) for p in multipletests(list(p_values), method="holm")[1]]
 
 
+_BOOTSTRAP_RESAMPLES = 9999
+_BOOTSTRAP_SEED = 20261127  # fixed: the same records always print the same interval
+
+
+def _bootstrap_over_tasks(per_task: list[float], confidence: float = CONFIDENCE) -> Interval:
+    """Percentile bootstrap interval (in %) of the mean of ``per_task`` (each task's success share)."""
+    data = np.asarray(per_task, dtype=float)
+    if len(data) < 2 or np.all(data == data[0]):  # nothing to resample: every resample has this mean
+        return Interval(100.0 * float(data.mean()), 100.0 * float(data.mean()))
+    res = bootstrap(
+        (data,),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=_BOOTSTRAP_RESAMPLES,
+        method="percentile",
+        rng=np.random.default_rng(_BOOTSTRAP_SEED),
+    )
+    return Interval(100.0 * float(res.confidence_interval.low), 100.0 * float(res.confidence_interval.high))
+
+
 @dataclass(frozen=True)
 class RepeatOutcomes:
     """What K repeats of each task say.
@@ -100,9 +123,8 @@ class RepeatOutcomes:
         tasks: tasks with all ``k`` repeats recorded (tasks with fewer are left out).
         k: repeats per task.
         pass_1: mean success per episode, in % (the expected success of one attempt).
-        pass_1_ci: its 95 % Wilson interval over the ``tasks * k`` episodes. Repeats of one task
-            are correlated, so this is narrower than the truth when outcomes flip rarely; the
-            tasks' spread is what ``flips`` reports.
+        pass_1_ci: its 95 % interval: a percentile bootstrap over tasks of each task's mean success
+            (for ``k == 1``, the Wilson interval over the tasks, as every table).
         pass_k: % of tasks solved by at least one of the ``k`` repeats.
         pass_hat_k: % of tasks solved by all ``k`` repeats (pass^K).
         flips: % of tasks whose outcome differs between repeats.
@@ -137,7 +159,7 @@ def repeat_outcomes(successes: Mapping[int, Sequence[bool]], k: int) -> RepeatOu
         tasks=n,
         k=k,
         pass_1=100.0 * solved / (n * k),
-        pass_1_ci=wilson_interval(solved, n * k),
+        pass_1_ci=wilson_interval(solved, n) if k == 1 else _bootstrap_over_tasks([sum(s) / k for s in full.values()]),
         pass_k=100.0 * sum(any(s) for s in full.values()) / n,
         pass_hat_k=100.0 * sum(all(s) for s in full.values()) / n,
         flips=100.0 * len(flipped) / n,

@@ -181,6 +181,19 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
         task: Annotated[str | None, typer.Option(help="with a flow target: the task text")] = None,
+        repeats: Annotated[
+            int,
+            typer.Option(
+                min=1,
+                help="run each episode K times, repeat r at sampler seed --sampling-seed + r; reports pass@1 "
+                "(with its interval), pass@K, pass^K and the tasks whose outcome flips (needs a temperature > 0)",
+            ),
+        ] = 1,
+        sampling_seed: Annotated[int, typer.Option(min=0, help="--repeats: the first repeat's sampler seed")] = 0,
+        temperature: Annotated[
+            float | None,
+            typer.Option(min=0.0, max=2.0, help="sample every model at this temperature (a new setting)"),
+        ] = None,
         list_methods: Annotated[bool, typer.Option("--list-methods", help="list methods and exit")] = False,
         no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
         # -- pdoctor only (synthesized planning requests; they become the dataset's name) --
@@ -198,7 +211,7 @@ def register(app: typer.Typer) -> None:
         """
         from stateflow.tasks.benchmark import DatasetRequest
         from stateflow.tasks.registry import default_registry
-        from stateflow.tasks.runner import RunSpec, evaluate
+        from stateflow.tasks.runner import RunSpec
 
         console = Console(stderr=True)
         registry = default_registry()
@@ -208,6 +221,10 @@ def register(app: typer.Typer) -> None:
         if target is None:
             raise typer.BadParameter("give a benchmark or flow (or --list-methods)", param_hint="TARGET")
         assignment, label = _assignment(model or [], config)
+        if temperature is not None:
+            from stateflow.tasks.repeats import with_temperature
+
+            assignment = with_temperature(assignment, temperature)
         if target not in registry:
             _run_flow(target, task, assignment, console, registry)
             return
@@ -243,12 +260,20 @@ def register(app: typer.Typer) -> None:
             mix_settings=mix_settings,
             order=order.value,
         )
+        from stateflow.tasks.repeats import check_repeats, repeat_rows, repeat_table, run_repeats
+
+        check_repeats(assignment, repeats, oracle=spec.oracle)  # before any model starts
         chosen = _executor(executor, ray_address, None if spec.oracle else assignment, ray_worker_cpus)
         with stop_on_signals():
-            summary = evaluate(spec, console=console, progress=not no_progress, **chosen)
-        _print_results(_table_console(), summary.records, f"{target} ({dataset}) — {out}")
+            summaries = run_repeats(
+                spec, repeats, seed=sampling_seed, console=console, progress=not no_progress, **chosen
+            )
+        records = [r for s in summaries for r in s.records]
+        _print_results(_table_console(), records, f"{target} ({dataset}) — {out}")
+        if repeats > 1:
+            _table_console().print(repeat_table(repeat_rows(records, repeats)))
         console.print(f"results: {out / 'results.jsonl'}   report: stateflow report {out}")
-        if summary.interrupted:
+        if any(s.interrupted for s in summaries):
             raise typer.Exit(130)
 
     @app.command("report")
@@ -275,6 +300,11 @@ def register(app: typer.Typer) -> None:
         if by_hardness:
             keys = (*GROUP_KEYS, "hardness")
             console.print(metrics_table(summarize(records, keys), keys, title="by hardness"))
+        from stateflow.tasks.repeats import recorded_repeats, repeat_rows, repeat_table
+
+        k = recorded_repeats(records)
+        if k > 1:  # records of `run --repeats K`: pass@1 with its interval, pass@K, pass^K, flips
+            console.print(repeat_table(repeat_rows(records, k)))
         from stateflow.tasks.report_pdoctor import pdoctor_tables  # pdoctor: by number of actions and error class
 
         for table in pdoctor_tables(records):

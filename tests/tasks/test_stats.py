@@ -75,10 +75,24 @@ def test_repeat_outcomes_pass_at_1_pass_at_k_pass_hat_k_and_flips():
     r = repeat_outcomes(runs, 3)
     assert r.tasks == 4 and r.k == 3
     assert r.pass_1 == pytest.approx(100 * 6 / 12)
-    assert r.pass_1_ci == wilson_interval(6, 12)
+    # repeats of a task are not independent: the interval resamples tasks (fixed seed: reproducible)
+    assert r.pass_1_ci.low < 50.0 < r.pass_1_ci.high and repeat_outcomes(runs, 3).pass_1_ci == r.pass_1_ci
     assert r.pass_k == 75.0 and r.pass_hat_k == 25.0
     assert r.flips == 50.0 and r.flipped_tasks == (1, 3)
     with pytest.raises(ValueError, match="no task has all 5 repeats"):
         repeat_outcomes(runs, 5)
     with pytest.raises(ValueError, match="repeats must be >= 1"):
         repeat_outcomes(runs, 0)
+
+
+def test_pass_at_1_interval_of_repeats_is_wider_than_treating_episodes_as_independent():
+    # five tasks always solved, five never: 30 episodes but only 10 independent tasks
+    runs = {t: [t < 5] * 3 for t in range(10)}
+    r = repeat_outcomes(runs, 3)
+    naive = wilson_interval(15, 30)
+    assert r.pass_1 == 50.0 and r.flips == 0.0
+    assert r.pass_1_ci.high - r.pass_1_ci.low > naive.high - naive.low
+    # one repeat: the tables' Wilson interval over tasks
+    assert repeat_outcomes({t: [t < 5] for t in range(10)}, 1).pass_1_ci == wilson_interval(5, 10)
+    # nothing varies: the interval is the point
+    assert repeat_outcomes({t: [True, True] for t in range(4)}, 2).pass_1_ci.text() == "100.0-100.0"
