@@ -56,6 +56,7 @@ __all__ = [
     "flow_fingerprint",
     "models_fingerprint",
     "prompts_fingerprint",
+    "setting_digest",
 ]
 
 IDENTITY_VERSION = 2  # bump when the meaning of a field changes: old records then never match
@@ -258,6 +259,12 @@ class EpisodeIdentity:
     def digest(self) -> str:
         """A stable 16-hex-digit digest of every field (the resume key with the task index)."""
         return _sha256(self.to_dict())[:16]
+
+
+def setting_digest(identity: Mapping[str, Any]) -> str:
+    """The digest of a stored identity without its repeat fields: what the K repeats of one setting
+    share, and equal to the digest of the same setting run without repeats."""
+    return _sha256({k: v for k, v in identity.items() if k not in REPEAT_FIELDS})[:16]
 
 
 RUN_WIDE_FIELDS = tuple(

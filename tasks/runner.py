@@ -518,6 +518,8 @@ def _run(
         for m in spec.methods
     }
     stamps = {m: (ident.to_dict(), ident.digest) for m, ident in identities.items()}
+    # a fixed sample's name goes on every record: held-out runs are counted from it (stateflow.tasks.heldout)
+    sample = spec.tasks.strip() if spec.tasks.strip() in SAMPLE_NAMES else None
     live = _Live()
     new_records: list[EpisodeRecord] = []
     interrupted = False
@@ -544,7 +546,8 @@ def _run(
 
     def work(env: Environment, job: tuple[str, int]) -> EpisodeRecord:
         method, index = job
-        return run_episode(env, index, specs[method]).stamped(*stamps[method])
+        record = run_episode(env, index, specs[method]).stamped(*stamps[method])
+        return record.model_copy(update={"sample": sample}) if sample else record
 
     def on_interrupt() -> None:
         console.print("[yellow]interrupted:[/] finishing the episodes in flight (Ctrl-C again to abort)")

@@ -58,6 +58,48 @@ def register(app: typer.Typer) -> None:
     bench = typer.Typer(help="Reproduce comparisons (many runs, one resumable command).", no_args_is_help=True)
     app.add_typer(bench, name="bench")
 
+    @bench.command("heldout")
+    def heldout_cmd(
+        archives: Annotated[
+            list[Path] | None,
+            typer.Argument(help="archive or results files / directories (default: the record archives in docs/data)"),
+        ] = None,
+        results: Annotated[Path, typer.Option(help="the document whose heldout section is rewritten")] = Path(
+            "docs/results.md"
+        ),
+        data: Annotated[str | None, typer.Option(help="directory with InterCode's sql/ and bash/ data")] = None,
+    ) -> None:
+        """List every recipe evaluated on the held-out sample, with how many of its family came before.
+
+        Rewrites the section between the `heldout` markers of --results (see stateflow.tasks.heldout);
+        prints the same table.
+        """
+        from stateflow.tasks.doc_sections import SectionMarkers, write_section
+        from stateflow.tasks.episode_record import InvalidRecordError
+        from stateflow.tasks.heldout import heldout_evaluations, heldout_section, heldout_tasks
+        from stateflow.tasks.metrics import load_results
+
+        console = Console(stderr=True)
+        if archives:
+            files = list(archives)
+            records = load_results([str(f) for f in files])
+        else:  # every record archive under docs/data; other JSONL files there (vote candidates) are skipped
+            files, records = [], []
+            for f in sorted(Path("docs/data").rglob("*.jsonl")):
+                try:
+                    records += load_results([str(f)])
+                except InvalidRecordError:
+                    console.print(f"skipped {escape(str(f))}: not a file of episode records")
+                    continue
+                files.append(f)
+            if not files:
+                raise ConfigError("no archive given and no record archive under docs/data")
+        evaluations = heldout_evaluations(records, heldout_tasks(records, data))
+        command = "stateflow " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "stateflow bench heldout"
+        body = heldout_section(evaluations, sources=[f.as_posix() for f in files], command=command)
+        write_section(results, SectionMarkers("heldout"), body)
+        Console().print(body, markup=False, soft_wrap=True)
+
     @bench.command("paper")
     def paper_cmd(
         models: Annotated[str, typer.Option(help="comma-separated model profiles (columns)")] = "local,local-small",

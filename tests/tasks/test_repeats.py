@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from stateflow.tasks.identity import EpisodeIdentity
+from stateflow.tasks.identity import EpisodeIdentity, setting_digest
 from stateflow.tasks.records import ResultsFile
 from stateflow.tasks.repeats import check_repeats, repeat_rows, with_temperature
 
@@ -81,6 +81,8 @@ def test_an_identity_without_repeat_keeps_its_digest_and_a_repeat_changes_it():
     first = EpisodeIdentity(**{**base.to_dict(), "repeat": 0, "seed": 10})
     second = EpisodeIdentity(**{**base.to_dict(), "repeat": 1, "seed": 11})
     assert len({base.digest, first.digest, second.digest}) == 3
+    # what the repeats share: the digest of the same setting without repeats
+    assert setting_digest(first.to_dict()) == setting_digest(second.to_dict()) == base.digest
 
 
 def test_bad_repeat_settings_are_refused_before_anything_runs():

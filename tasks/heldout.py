@@ -1,0 +1,158 @@
+"""Held-out discipline: which recipes were evaluated on the held-out sample, and in what order.
+
+A held-out number means what it claims only if few recipes were tried on the held-out sample
+before it: pick the best of ten recipes on the held-out tasks and its score is a development
+score again. So every reported held-out number comes with the count of distinct recipes of its
+*family* (benchmark, dataset and model assignment) that had been evaluated on the held-out sample
+before it (:func:`heldout_evaluations`); ``stateflow bench heldout`` writes that table into
+``docs/results.md`` from the archived records (:func:`heldout_section`).
+
+What counts:
+
+* a *recipe* is one episode identity (:mod:`stateflow.tasks.identity`): method, flow and prompt
+  fingerprints, models, turn limit, grammar... A flow edited after a held-out run is a new recipe;
+  re-running the same recipe (resume, ``--retry-errors``) is not;
+* a record is held-out when the runner stamped ``sample="heldout"`` on it (``--tasks heldout``),
+  or, for records written before that field existed, when its task is one of the dataset's
+  held-out indices (:mod:`stateflow.tasks.samples`); repeats (``--repeats``) of one setting are one
+  recipe;
+* *before* means: its first held-out episode finished earlier than this recipe's first one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from stateflow.tasks.episode_record import EpisodeRecord
+from stateflow.tasks.identity import REPEAT_FIELDS, setting_digest
+from stateflow.tasks.records import latest_records
+from stateflow.tasks.samples import SAMPLE_SIZES, sample_of
+from stateflow.tasks.stats import Interval, wilson_interval
+
+__all__ = ["HeldoutEvaluation", "heldout_evaluations", "heldout_section", "heldout_tasks", "is_heldout"]
+
+
+def heldout_tasks(records: Iterable[EpisodeRecord], data_dir: str | None = None) -> dict[str, frozenset[int]]:
+    """The held-out indices of every dataset with fixed samples that ``records`` use without a
+    ``sample`` stamp (older records); read from the dataset itself, as ``--tasks heldout`` does.
+
+    Raises:
+        DataNotFoundError: a dataset's files are not on this machine.
+    """
+    from stateflow.tasks.benchmark import EnvOptions
+    from stateflow.tasks.registry import default_registry
+
+    registry = default_registry()
+    wanted = sorted({(r.benchmark, r.dataset) for r in records if r.sample is None and r.dataset in SAMPLE_SIZES})
+    out: dict[str, frozenset[int]] = {}
+    for benchmark, dataset in wanted:
+        if dataset in out or benchmark not in registry:
+            continue
+        bench = registry.get(benchmark)
+        env = bench.open_env(EnvOptions(dataset=dataset, backend=bench.backend_or_default(None), data_dir=data_dir))
+        try:
+            tasks = [env.task(i) for i in range(len(env))]
+        finally:
+            env.close()
+        out[dataset] = frozenset(sample_of("heldout", dataset, tasks).indices)
+    return out
+
+
+def is_heldout(record: EpisodeRecord, heldout_tasks: Mapping[str, frozenset[int]]) -> bool:
+    """Whether ``record`` ran on its dataset's held-out sample (``heldout_tasks``: dataset -> indices)."""
+    if record.sample is not None:
+        return record.sample == "heldout"
+    return record.task in heldout_tasks.get(record.dataset, frozenset())
+
+
+@dataclass(frozen=True)
+class HeldoutEvaluation:
+    """One recipe's held-out evaluation.
+
+    Attributes:
+        benchmark, dataset, models: the family.
+        method, recipe: the method and the recipe's identity digest (without repeat fields).
+        first_finished: when its first held-out episode finished (ISO time).
+        n, solved: held-out episodes recorded and solved.
+        before: distinct recipes of the family evaluated on the held-out sample before it.
+    """
+
+    benchmark: str
+    dataset: str
+    models: str
+    method: str
+    recipe: str
+    first_finished: str
+    n: int
+    solved: int
+    before: int
+
+    @property
+    def sr(self) -> float:
+        return 100.0 * self.solved / self.n
+
+    @property
+    def interval(self) -> Interval:
+        return wilson_interval(self.solved, self.n)
+
+
+def _recipe(r: EpisodeRecord) -> str:
+    ident = r.identity or {}
+    if not any(k in ident for k in REPEAT_FIELDS):
+        return r.identity_digest or f"legacy:{r.method}"
+    return setting_digest(ident)  # repeats of one setting are one recipe
+
+
+def heldout_evaluations(
+    records: Iterable[EpisodeRecord], heldout_tasks: Mapping[str, frozenset[int]]
+) -> list[HeldoutEvaluation]:
+    """Every recipe evaluated on a held-out sample, per family in the order they were first run.
+
+    Args:
+        records: records of any samples (newest per episode counts; the rest are ignored).
+        heldout_tasks: dataset -> its held-out task indices (for records without ``sample``).
+    """
+    by_recipe: dict[str, list[EpisodeRecord]] = defaultdict(list)
+    for r in latest_records(records):
+        if is_heldout(r, heldout_tasks):
+            by_recipe[_recipe(r)].append(r)
+    families: dict[tuple[str, str, str], list[tuple[str, str, list[EpisodeRecord]]]] = defaultdict(list)
+    for recipe, rs in by_recipe.items():
+        head = rs[0]
+        first = min(r.finished_at for r in rs)
+        families[(head.benchmark, head.dataset, head.models)].append((first, recipe, rs))
+    out = []
+    for (benchmark, dataset, models), runs in sorted(families.items()):
+        for before, (first, recipe, rs) in enumerate(sorted(runs, key=lambda x: (x[0], x[1]))):
+            out.append(
+                HeldoutEvaluation(
+                    benchmark, dataset, models, rs[0].method, recipe, first, len(rs), sum(r.success for r in rs), before
+                )
+            )
+    return out
+
+
+def heldout_section(evaluations: Sequence[HeldoutEvaluation], *, sources: Sequence[str], command: str) -> str:
+    """The ``docs/results.md`` section (without markers): one row per held-out number."""
+    lines = [
+        "## Held-out numbers and how many recipes were tried on the held-out sample",
+        "",
+        f"Generated by `{command}` from {', '.join(f'`{s}`' for s in sources)}; edit outside the `heldout` "
+        "markers. A recipe is one episode identity (flow, prompts, models, settings); *before* counts the "
+        "distinct recipes of the same family (benchmark, dataset, models) whose held-out episodes began "
+        "earlier. A number picked as the best of several held-out runs is optimistic by that selection: read "
+        "a row with many recipes before it as a development number. Success % with its 95 % Wilson interval.",
+        "",
+        "| benchmark | dataset | models | method | recipe | first run (UTC) | n | success % | 95 % CI | before |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for e in evaluations:
+        lines.append(
+            f"| {e.benchmark} | {e.dataset} | {e.models} | `{e.method}` | `{e.recipe[:8]}` | {e.first_finished[:16]} "
+            f"| {e.n} | {e.sr:.1f} | {e.interval.text()} | {e.before} |"
+        )
+    if not evaluations:
+        lines.append("| (no held-out run recorded) | | | | | | | | | |")
+    return "\n".join(lines)
