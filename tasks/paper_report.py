@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stateflow.tasks.doc_sections import SectionMarkers, check_section, write_section
+from stateflow.tasks.gold_check import GoldReplay, gold_note
 from stateflow.tasks.metrics import summarize, tokens_by_state
 from stateflow.tasks.paired import compare
 from stateflow.tasks.paper import PairOutcome, PaperBenchmark
@@ -317,11 +318,19 @@ def _score(c: MethodCell | None) -> str:
 
 
 def results_section(
-    outcomes: Sequence[PairOutcome], *, command: str, tasks: str, date: str, images: Sequence[tuple[str, str]]
+    outcomes: Sequence[PairOutcome],
+    *,
+    command: str,
+    tasks: str,
+    date: str,
+    images: Sequence[tuple[str, str]],
+    gold: Sequence[GoldReplay] = (),
 ) -> str:
     """The ``docs/results.md`` section (without its markers).
 
     Args:
+        gold: the oracle's gold replays (:mod:`stateflow.tasks.gold_check`): each benchmark whose
+            tasks they cover says which golds did not reproduce and how they were counted.
         outcomes: from :func:`~stateflow.tasks.paper.run_paper`.
         command: the command line that reproduces it.
         tasks: the ``--tasks`` value (``dev``: described as the fixed sample).
@@ -359,6 +368,9 @@ def results_section(
         total = max((o.tasks_total for o in pairs), default=0)
         lines += ["", f"### {bench.name}", "", f"Sample: {_sample(bench, tasks, total)}.", ""]
         lines += _method_table(bench, pairs)
+        note = gold_note(gold, bench.name, bench.dataset, {r.task for o in pairs for r in o.records})
+        if note:
+            lines += ["", note]
         for o in pairs:
             lines += _paired_table(bench, o)
         ablations = _ablation_table(bench, pairs)
@@ -628,9 +640,17 @@ class PaperDocs:
 
 
 def write_paper_docs(
-    outcomes: Sequence[PairOutcome], docs: PaperDocs, *, command: str, tasks: str, date: str
+    outcomes: Sequence[PairOutcome],
+    docs: PaperDocs,
+    *,
+    command: str,
+    tasks: str,
+    date: str,
+    gold: Sequence[GoldReplay] = (),
 ) -> list[Path]:
     """Write the plots, the results section and the README headline; returns the files written.
+
+    ``gold``: the oracle's gold replays, marked in the results section (see :func:`results_section`).
 
     Raises:
         MarkerError: a document's markers are broken; checked before anything is written, so
@@ -643,7 +663,9 @@ def write_paper_docs(
     base = docs.results.resolve().parent
     images = [(_PLOTS[p.name], Path(os.path.relpath(p.resolve(), base)).as_posix()) for p in plots]
     write_section(
-        docs.results, RESULTS_MARKERS, results_section(outcomes, command=command, tasks=tasks, date=date, images=images)
+        docs.results,
+        RESULTS_MARKERS,
+        results_section(outcomes, command=command, tasks=tasks, date=date, images=images, gold=gold),
     )
     written = [*plots, docs.results]
     if docs.readme is not None:

@@ -14,7 +14,9 @@ fields, see :mod:`stateflow.tasks.identity`), so repeats resume like any run and
 another; records made without repeats keep their identities.
 
 Repeats at temperature 0 would replay one greedy episode K times, so :func:`check_repeats` refuses
-them unless some profile samples (temperature > 0).
+them unless some profile samples (temperature > 0). With the oracle policy there is no sampler:
+K repeats are K replays of every gold, each in environments opened for that replay, which finds
+golds that do not reproduce (:mod:`stateflow.tasks.gold_check`).
 """
 
 from __future__ import annotations
@@ -55,15 +57,13 @@ def check_repeats(models: ModelAssignment, repeats: int, *, oracle: bool = False
     """Refuse repeats that cannot differ, before anything runs.
 
     Raises:
-        ConfigError: ``repeats`` < 1; repeats > 1 of the oracle policy (a replay of the gold); or
-            repeats > 1 while every assigned profile samples at temperature 0.
+        ConfigError: ``repeats`` < 1, or repeats > 1 of a model policy while every assigned profile
+            samples at temperature 0 (the oracle's repeats are gold replays: always allowed).
     """
     if repeats < 1:
         raise ConfigError(f"--repeats {repeats}: give at least 1")
-    if repeats == 1:
+    if repeats == 1 or oracle:
         return
-    if oracle:
-        raise ConfigError(f"--repeats {repeats} with --policy oracle: a gold replay has no sampler to seed")
     used = {name: models.profiles[name] for name in models.by_state.values()}
     if all(p.temperature == 0.0 for p in used.values()):
         raise ConfigError(
@@ -75,7 +75,8 @@ def check_repeats(models: ModelAssignment, repeats: int, *, oracle: bool = False
 def run_repeats(
     spec: RunSpec, repeats: int, *, seed: int = 0, evaluate_fn: Callable[..., RunSummary] = evaluate, **kwargs: Any
 ) -> list[RunSummary]:
-    """Run ``spec`` ``repeats`` times, repeat ``r`` at sampler seed ``seed + r``; one summary per repeat.
+    """Run ``spec`` ``repeats`` times, repeat ``r`` at sampler seed ``seed + r`` (the oracle: no seed, a
+    gold replay in fresh environments); one summary per repeat.
 
     With ``repeats == 1`` this is one plain run (no repeat fields in the identity). A run stopped
     by Ctrl-C stops before the next repeat; re-running the same command resumes every repeat.
@@ -89,7 +90,7 @@ def run_repeats(
         return [evaluate_fn(spec, **kwargs)]
     out = []
     for r in range(repeats):
-        summary = evaluate_fn(replace(spec, repeat=r, seed=seed + r), **kwargs)
+        summary = evaluate_fn(replace(spec, repeat=r, seed=None if spec.oracle else seed + r), **kwargs)
         out.append(summary)
         if summary.interrupted:
             break

@@ -144,6 +144,13 @@ def register(app: typer.Typer) -> None:
         no_run: Annotated[
             bool, typer.Option("--no-run", help="run nothing: write the documents from what is recorded")
         ] = False,
+        gold: Annotated[
+            Path,
+            typer.Option(
+                help="archived gold replays (`run --policy oracle --repeats K`, archived here): the tasks whose "
+                "gold did not reproduce are named under their benchmark's table (skipped when absent)"
+            ),
+        ] = Path("docs/data/gold"),
         no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
     ) -> None:
         """Run the paper's comparison (every method x every model) and write the tables and plots.
@@ -198,7 +205,12 @@ def register(app: typer.Typer) -> None:
         if any(o.records for o in outcomes):
             command = "stateflow " + shlex.join(sys.argv[1:])
             date = datetime.now(UTC).strftime("%Y-%m-%d")
-            for path in write_paper_docs(outcomes, docs, command=command, tasks=tasks, date=date):
+            from stateflow.tasks.gold_check import gold_replays
+            from stateflow.tasks.metrics import load_results
+
+            archived = sorted(gold.glob("*.jsonl")) if gold.is_dir() else []
+            replays = gold_replays(load_results([str(p) for p in archived])) if archived else []
+            for path in write_paper_docs(outcomes, docs, command=command, tasks=tasks, date=date, gold=replays):
                 console.print(f"wrote {escape(str(path))}")
         else:  # a typo must not replace a published section with a table of failures
             console.print("[yellow]no episode recorded in any pair:[/] the documents were left as they were")

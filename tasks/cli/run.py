@@ -109,6 +109,24 @@ def _print_results(console: Console, records: list[dict], title: str) -> None:
         console.print(metrics_table(summarize(records), title=title))
 
 
+def _print_gold_check(console: Console, records: list, repeats: int) -> None:
+    """The oracle's replays: the tasks whose gold reward differed between fresh replays."""
+    from stateflow.tasks.gold_check import gold_replays
+
+    replays = gold_replays(records)
+    unstable = [g for g in replays if not g.stable]
+    console.print(
+        f"gold check: {len(replays)} task(s) replayed {repeats} times in fresh environments; "
+        + (
+            f"{len(unstable)} gold(s) scored differently between replays:"
+            if unstable
+            else "every gold scored the same in every replay"
+        )
+    )
+    for g in unstable:
+        console.print(f"  {g.benchmark} {g.dataset} {g.text()}")
+
+
 def _report_dir(first: Path) -> Path:
     """Where ``report`` writes by default: a results directory itself, the run directory of its
     ``results.jsonl``, and a ``<stem>-report`` folder next to any other file. Why the last: two
@@ -270,7 +288,9 @@ def register(app: typer.Typer) -> None:
             )
         records = [r for s in summaries for r in s.records]
         _print_results(_table_console(), records, f"{target} ({dataset}) — {out}")
-        if repeats > 1:
+        if repeats > 1 and spec.oracle:
+            _print_gold_check(_table_console(), records, repeats)
+        elif repeats > 1:
             _table_console().print(repeat_table(repeat_rows(records, repeats)))
         console.print(f"results: {out / 'results.jsonl'}   report: stateflow report {out}")
         if any(s.interrupted for s in summaries):
@@ -304,7 +324,11 @@ def register(app: typer.Typer) -> None:
 
         k = recorded_repeats(records)
         if k > 1:  # records of `run --repeats K`: pass@1 with its interval, pass@K, pass^K, flips
-            console.print(repeat_table(repeat_rows(records, k)))
+            rows = repeat_rows([r for r in records if r.models != "oracle"], k)
+            if rows:
+                console.print(repeat_table(rows))
+            if any(r.models == "oracle" for r in records):
+                _print_gold_check(console, records, k)
         from stateflow.tasks.report_pdoctor import pdoctor_tables  # pdoctor: by number of actions and error class
 
         for table in pdoctor_tables(records):
