@@ -16,22 +16,86 @@ What counts:
   or, for records written before that field existed, when its task is one of the dataset's
   held-out indices (:mod:`stateflow.tasks.samples`); repeats (``--repeats``) of one setting are one
   recipe;
-* *before* means: its first held-out episode finished earlier than this recipe's first one.
+* *before* means: its first held-out episode finished earlier than this recipe's first one;
+* held-out runs published before their records were archived are listed in a ledger
+  (``docs/data/heldout/unarchived.json``, :func:`load_unarchived`) and count like the others.
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from stateflow.tasks.episode_record import EpisodeRecord
 from stateflow.tasks.identity import REPEAT_FIELDS, setting_digest
 from stateflow.tasks.records import latest_records
 from stateflow.tasks.samples import SAMPLE_SIZES, sample_of
 from stateflow.tasks.stats import Interval, wilson_interval
 
-__all__ = ["HeldoutEvaluation", "heldout_evaluations", "heldout_section", "heldout_tasks", "is_heldout"]
+from stateflow.errors import ConfigError
+
+__all__ = [
+    "HeldoutEvaluation",
+    "UnarchivedRun",
+    "heldout_evaluations",
+    "heldout_section",
+    "heldout_tasks",
+    "is_heldout",
+    "load_unarchived",
+]
+
+
+class UnarchivedRun(BaseModel):
+    """A held-out run whose records were not archived (its published numbers only).
+
+    ``recipe``: the identity digest when an archived run is known to be the same recipe (the two
+    then count once, from the earlier), else a label of its own; ``source``: where it is published.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    benchmark: str
+    dataset: str
+    models: str
+    method: str
+    finished: str = Field(min_length=10)
+    n: int = Field(ge=1)
+    solved: int = Field(ge=0)
+    recipe: str = Field(min_length=1)
+    source: str
+
+
+def load_unarchived(path: Path) -> list[UnarchivedRun]:
+    """The ledger of unarchived held-out runs (``{"runs": [...]}``); ``[]`` when the file is absent.
+
+    Raises:
+        ConfigError: not JSON, no ``runs`` list, or an entry with a missing, unknown or invalid
+            field (names the file, the entry and the field), or more solved than run.
+    """
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{path}: not JSON ({err.msg}, line {err.lineno})") from None
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list):
+        raise ConfigError(f'{path}: expected an object with a "runs" list')
+    out = []
+    for i, entry in enumerate(runs):
+        try:
+            run = UnarchivedRun.model_validate(entry)
+        except ValidationError as err:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'entry'}: {e['msg']}" for e in err.errors())
+            raise ConfigError(f"{path}: runs[{i}]: {problems}") from None
+        if run.solved > run.n:
+            raise ConfigError(f"{path}: runs[{i}]: solved {run.solved} > n {run.n}")
+        out.append(run)
+    return out
 
 
 def heldout_tasks(records: Iterable[EpisodeRecord], data_dir: str | None = None) -> dict[str, frozenset[int]]:
@@ -73,6 +137,7 @@ class HeldoutEvaluation:
 
     Attributes:
         benchmark, dataset, models: the family.
+        source: for a run without archived records, where its numbers are published ("" otherwise).
         method, recipe: the method and the recipe's identity digest (without repeat fields).
         first_finished: when its first held-out episode finished (ISO time).
         n, solved: held-out episodes recorded and solved.
@@ -88,6 +153,7 @@ class HeldoutEvaluation:
     n: int
     solved: int
     before: int
+    source: str = ""
 
     @property
     def sr(self) -> float:
@@ -106,13 +172,17 @@ def _recipe(r: EpisodeRecord) -> str:
 
 
 def heldout_evaluations(
-    records: Iterable[EpisodeRecord], heldout_tasks: Mapping[str, frozenset[int]]
+    records: Iterable[EpisodeRecord],
+    heldout_tasks: Mapping[str, frozenset[int]],
+    unarchived: Sequence[UnarchivedRun] = (),
 ) -> list[HeldoutEvaluation]:
-    """Every recipe evaluated on a held-out sample, per family in the order they were first run.
+    """Every held-out evaluation, per family in the order first run, with the distinct recipes before it.
 
     Args:
         records: records of any samples (newest per episode counts; the rest are ignored).
         heldout_tasks: dataset -> its held-out task indices (for records without ``sample``).
+        unarchived: held-out runs without records; one naming an archived recipe's digest is an
+            earlier evaluation of that recipe (listed as its own row, the recipe counted once).
     """
     by_recipe: dict[str, list[EpisodeRecord]] = defaultdict(list)
     for r in latest_records(records):
@@ -123,15 +193,33 @@ def heldout_evaluations(
         head = rs[0]
         first = min(r.finished_at for r in rs)
         families[(head.benchmark, head.dataset, head.models)].append((first, recipe, rs))
-    out = []
-    for (benchmark, dataset, models), runs in sorted(families.items()):
-        for before, (first, recipe, rs) in enumerate(sorted(runs, key=lambda x: (x[0], x[1]))):
-            out.append(
-                HeldoutEvaluation(
-                    benchmark, dataset, models, rs[0].method, recipe, first, len(rs), sum(r.success for r in rs), before
-                )
+    rows: dict[tuple[str, str, str], list[HeldoutEvaluation]] = defaultdict(list)
+    for (benchmark, dataset, models), runs in families.items():
+        for first, recipe, rs in runs:
+            solved = sum(r.success for r in rs)
+            rows[(benchmark, dataset, models)].append(
+                HeldoutEvaluation(benchmark, dataset, models, rs[0].method, recipe, first, len(rs), solved, 0)
             )
+    for u in unarchived:
+        rows[(u.benchmark, u.dataset, u.models)].append(
+            HeldoutEvaluation(
+                u.benchmark, u.dataset, u.models, u.method, u.recipe, u.finished, u.n, u.solved, 0, source=u.source
+            )
+        )
+    out = []
+    for family in sorted(rows):
+        seen: list[str] = []
+        for e in sorted(rows[family], key=lambda e: (e.first_finished, e.recipe)):
+            # recipes of this family evaluated earlier, this one's own earlier runs not counted
+            out.append(replace(e, before=len([r for r in seen if r != e.recipe])))
+            if e.recipe not in seen:
+                seen.append(e.recipe)
     return out
+
+
+def _recipe_cell(e: HeldoutEvaluation) -> str:
+    recipe = f"`{e.recipe[:8]}`" if ":" not in e.recipe else f"`{e.recipe}`"
+    return f"{recipe} (not archived: {e.source})" if e.source else recipe
 
 
 def heldout_section(evaluations: Sequence[HeldoutEvaluation], *, sources: Sequence[str], command: str) -> str:
@@ -150,7 +238,7 @@ def heldout_section(evaluations: Sequence[HeldoutEvaluation], *, sources: Sequen
     ]
     for e in evaluations:
         lines.append(
-            f"| {e.benchmark} | {e.dataset} | {e.models} | `{e.method}` | `{e.recipe[:8]}` | {e.first_finished[:16]} "
+            f"| {e.benchmark} | {e.dataset} | {e.models} | `{e.method}` | {_recipe_cell(e)} | {e.first_finished[:16]} "
             f"| {e.n} | {e.sr:.1f} | {e.interval.text()} | {e.before} |"
         )
     if not evaluations:

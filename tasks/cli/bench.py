@@ -68,6 +68,10 @@ def register(app: typer.Typer) -> None:
             "docs/results.md"
         ),
         data: Annotated[str | None, typer.Option(help="directory with InterCode's sql/ and bash/ data")] = None,
+        unarchived: Annotated[
+            Path | None,
+            typer.Option(help="ledger of held-out runs without records (default: docs/data/heldout/unarchived.json)"),
+        ] = None,
     ) -> None:
         """List every recipe evaluated on the held-out sample, with how many of its family came before.
 
@@ -76,7 +80,7 @@ def register(app: typer.Typer) -> None:
         """
         from stateflow.tasks.doc_sections import SectionMarkers, write_section
         from stateflow.tasks.episode_record import InvalidRecordError
-        from stateflow.tasks.heldout import heldout_evaluations, heldout_section, heldout_tasks
+        from stateflow.tasks.heldout import heldout_evaluations, heldout_section, heldout_tasks, load_unarchived
         from stateflow.tasks.metrics import load_results
 
         console = Console(stderr=True)
@@ -94,7 +98,8 @@ def register(app: typer.Typer) -> None:
                 files.append(f)
             if not files:
                 raise ConfigError("no archive given and no record archive under docs/data")
-        evaluations = heldout_evaluations(records, heldout_tasks(records, data))
+        ledger = Path("docs/data/heldout/unarchived.json") if unarchived is None else unarchived
+        evaluations = heldout_evaluations(records, heldout_tasks(records, data), load_unarchived(ledger))
         command = "stateflow " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "stateflow bench heldout"
         body = heldout_section(evaluations, sources=[f.as_posix() for f in files], command=command)
         write_section(results, SectionMarkers("heldout"), body)

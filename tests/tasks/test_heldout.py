@@ -101,3 +101,42 @@ def test_a_run_on_the_heldout_sample_stamps_its_records(tmp_path):
         progress=False,
     )
     assert {r.sample for r in plain.records} == {None}
+
+
+def test_unarchived_runs_count_as_earlier_recipes_and_one_naming_an_archived_digest_counts_once(tmp_path):
+    import json
+
+    import pytest
+    from stateflow.tasks.heldout import load_unarchived
+
+    from stateflow.errors import ConfigError
+
+    ledger = tmp_path / "unarchived.json"
+    entry = {"benchmark": "intercode-sql", "dataset": "spider", "models": "default=local", "n": 100, "source": "s"}
+    ledger.write_text(
+        json.dumps(
+            {
+                "runs": [
+                    {**entry, "method": "x", "finished": "2026-10-01T00:00", "solved": 30, "recipe": "old:x"},
+                    {**entry, "method": "b", "finished": "2026-10-02T00:00", "solved": 50, "recipe": "d-b"},
+                ]
+            }
+        )
+    )
+    records = [_rec("b", t, True, "2026-11-02T00:00:00") for t in HELD["spider"]]
+    records += [_rec("a", t, True, "2026-11-03T00:00:00") for t in HELD["spider"]]
+    rows = [(e.recipe, e.before, bool(e.source)) for e in heldout_evaluations(records, HELD, load_unarchived(ledger))]
+    # b's archived run is its second evaluation: only x came before it; a follows x and b
+    assert rows == [("old:x", 0, True), ("d-b", 1, True), ("d-b", 1, False), ("d-a", 2, False)]
+    assert load_unarchived(tmp_path / "absent.json") == []
+    ledger.write_text(json.dumps({"runs": [{**entry, "method": "x", "finished": "2026-10-01", "solved": 101}]}))
+    with pytest.raises(ConfigError, match=r"unarchived.json: runs\[0\]: recipe: Field required"):
+        load_unarchived(ledger)
+    ledger.write_text(
+        json.dumps({"runs": [{**entry, "method": "x", "finished": "2026-10-01", "solved": 101, "recipe": "r"}]})
+    )
+    with pytest.raises(ConfigError, match=r"runs\[0\]: solved 101 > n 100"):
+        load_unarchived(ledger)
+    ledger.write_text("{")
+    with pytest.raises(ConfigError, match="not JSON"):
+        load_unarchived(ledger)
