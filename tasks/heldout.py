@@ -186,6 +186,8 @@ def heldout_evaluations(
     """
     by_recipe: dict[str, list[EpisodeRecord]] = defaultdict(list)
     for r in latest_records(records):
+        if r.models == "oracle":  # gold replays check the harness; they evaluate no recipe
+            continue
         if is_heldout(r, heldout_tasks):
             by_recipe[_recipe(r)].append(r)
     families: dict[tuple[str, str, str], list[tuple[str, str, list[EpisodeRecord]]]] = defaultdict(list)

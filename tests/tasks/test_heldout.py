@@ -53,6 +53,8 @@ def test_recipes_are_counted_per_family_in_the_order_first_run_and_dev_runs_do_n
         # a stamped record counts whatever its task; one stamped dev does not
         _rec("c", 99, True, "2026-11-06T00:00:00", sample="heldout"),
         _rec("c2", 10, True, "2026-11-07T00:00:00", sample="dev"),
+        # the oracle's gold replays evaluate no recipe
+        _rec("stateflow", 10, True, "2026-11-08T00:00:00", models="oracle"),
     ]
     rows = [(e.models, e.method, e.recipe, e.n, e.solved, e.before) for e in heldout_evaluations(records, HELD)]
     assert rows == [
