@@ -172,8 +172,39 @@ def _sample(bench: PaperBenchmark, tasks: str, total: int) -> str:
     return f"tasks `{name}` of {bench.dataset} ({total} per method)" if total else f"tasks `{name}` of {bench.dataset}"
 
 
+_BASELINE = "react"  # the paper's baseline: every method's paired test in the method table is against it
+
+
+def _versus_baseline(bench: PaperBenchmark, o: PairOutcome) -> dict[str, str]:
+    """Per method: ``won / lost, p`` against :data:`_BASELINE` on the tasks both finished, the exact
+    McNemar p Holm-corrected over every method of the pair (one baseline, many comparisons)."""
+    if _BASELINE not in bench.all_methods:
+        return {}
+    base = [r for r in o.records if r.method == _BASELINE]
+    tested = {}
+    for m in bench.all_methods:
+        if m == _BASELINE:
+            continue
+        c = compare(base, [r for r in o.records if r.method == m])
+        if c.tasks:
+            tested[m] = c
+    adjusted = holm([c.p_value for c in tested.values()])
+    return {m: f"{c.won} / {c.lost}, {p:.2g}" for (m, c), p in zip(tested.items(), adjusted, strict=True)}
+
+
 def _method_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
-    heads = ["success %", "95 % CI", "n", "prompt tok", "completion tok", "s/task", "errored"]
+    versus = [_versus_baseline(bench, o) for o in pairs]
+    against = f"vs {_BASELINE}" if any(versus) else ""
+    heads = [
+        "success %",
+        "95 % CI",
+        "n",
+        "prompt tok",
+        "completion tok",
+        "s/task",
+        "errored",
+        *([against] if against else []),
+    ]
     lines = [
         "| method | " + " | ".join(f"{o.model.name}: {h}" for o in pairs for h in heads) + " |",
         "|---|" + "---|" * (len(heads) * len(pairs)),
@@ -181,12 +212,13 @@ def _method_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
     cells = [method_cells(o) for o in pairs]
     for m in bench.all_methods:
         row = [f"`{m}`"]
-        for o, by_method in zip(pairs, cells, strict=True):
+        for o, by_method, vs in zip(pairs, cells, versus, strict=True):
             c = by_method.get(m)
+            extra = [vs.get(m, "")] if against else []
             if o.status in ("crashed", "not run"):
                 row += [_pending(o)] + [""] * (len(heads) - 1)
             elif c is None:
-                row += ["", "", f"0/{o.tasks_total} (incomplete)", "", "", "", ""]
+                row += ["", "", f"0/{o.tasks_total} (incomplete)", "", "", "", "", *extra]
             else:
                 row += [
                     f"{c.sr:.1f}",
@@ -196,8 +228,17 @@ def _method_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
                     f"{c.c_tokens:.0f}",
                     f"{c.wall_s:.1f}",
                     str(c.errored),
+                    *extra,
                 ]
         lines.append("| " + " | ".join(row) + " |")
+    if against:
+        lines += [
+            "",
+            f"{against}: tasks the method solved and `{_BASELINE}` did not / the other way round, on the tasks both "
+            f"finished, and the exact McNemar test's p, Holm-corrected over every method compared with `{_BASELINE}` "
+            'for that model (statsmodels `multipletests(method="holm")`); below 0.05: a difference at the 5 % '
+            "level for the column as a whole.",
+        ]
     return lines
 
 

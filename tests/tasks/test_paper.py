@@ -432,3 +432,22 @@ def test_a_method_has_one_style_in_every_panel_and_its_shape_says_its_kind(tmp_p
     # tokens by state: one colour map for both panels, bars in the method table's order
     assert len(stacked) == 2 and stacked[0][0] is stacked[1][0]
     assert stacked[0][1] == [("stateflow",), ("oneshot",), ("stateflow_no_verify",)]
+
+
+def test_every_method_is_compared_with_react_and_the_p_values_are_holm_corrected_over_the_column(tmp_path):
+    from statsmodels.stats.contingency_tables import mcnemar
+    from statsmodels.stats.multitest import multipletests
+
+    bench = replace(SQL, only=("react", "stateflow", "sf_agent"))
+    model = PaperModel("x", ModelAssignment.of("local"), "default=x")
+    tasks = range(20)
+    records = [_record("react", t, t < 2) for t in tasks]  # 2 of 20
+    records += [_record("stateflow", t, t < 12) for t in tasks]  # 12: won 10, lost 0
+    records += [_record("sf_agent", t, 1 <= t < 5) for t in tasks]  # 4: won 3, lost 1
+    outcome = PairOutcome(bench, model, tmp_path, "complete", records, tasks_total=20)
+    section = results_section([outcome], command="c", tasks="0:20", date="d", images=[])
+    raw = [mcnemar([[1, 0], [10, 9]], exact=True).pvalue, mcnemar([[1, 1], [3, 15]], exact=True).pvalue]
+    holm_p = multipletests(raw, method="holm")[1]
+    assert f"| 10 / 0, {holm_p[0]:.2g} |" in section and f"| 3 / 1, {holm_p[1]:.2g} |" in section
+    assert holm_p[0] > raw[0]  # corrected, not the raw p
+    assert "Holm-corrected over every method compared with `react`" in section
