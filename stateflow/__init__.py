@@ -15,10 +15,28 @@ except PackageNotFoundError:  # running from a source checkout that was never in
     __version__ = "0+unknown"
 
 from stateflow.blackboard import Blackboard
+from stateflow.checkpoint import (
+    CHECKPOINT_SCHEMA_VERSION,
+    Checkpoint,
+    CheckpointConflict,
+    CheckpointCorrupt,
+    Checkpointer,
+    CheckpointError,
+    CheckpointInvalid,
+    CheckpointNotFound,
+    CheckpointSchemaUnsupported,
+    CheckpointStoreUnavailable,
+    MemoryCheckpointer,
+    ThreadBusy,
+    ThreadInfo,
+    ThreadNotFound,
+    ThreadStatus,
+)
 from stateflow.conditions import Condition, Judge, last_contains, last_matches, meta_is, predicate, replies_in
 from stateflow.context import Context
 from stateflow.errors import (
     ChatEndedError,
+    CheckpointMismatch,
     ConfigError,
     FlowDefinitionError,
     LLMError,
@@ -29,30 +47,46 @@ from stateflow.flow import ANY, Flow, FlowWarning, State, Transition
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.outputs import LLM, AutoGenAgent, Human, Prompt, Tool, ToolResult
 from stateflow.profiles import ModelAssignment, ModelProfile, load_config, parse_model_options
+from stateflow.run_state import PendingQuestion, RunState
+from stateflow.threads import CheckpointSummary, history
 from stateflow.trace import RunResult, Step, TransitionRecord
 from stateflow.views import StateFlowView, View
 
-if TYPE_CHECKING:  # for type checkers and IDEs; at run time ``run`` is imported on first use
-    from stateflow.runtime import run
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time these are imported on first use
+    from stateflow.runtime import fork, resume, run
+
+_RUNTIME = frozenset({"run", "resume", "fork"})
 
 
 def __getattr__(name: str) -> object:
     # ``run`` needs AutoGen, whose import takes ~1.5 s (it loads matplotlib and every provider SDK).
     # Importing it on first use keeps ``import stateflow`` and the CLI's help, completion and
     # config errors fast; everything else here is plain Python.
-    if name == "run":
-        from stateflow.runtime import run
+    if name in _RUNTIME:
+        from stateflow import runtime
 
-        return run
+        return getattr(runtime, name)
     raise AttributeError(f"module 'stateflow' has no attribute {name!r}")
 
 
 __all__ = [
     "ANY",
+    "CHECKPOINT_SCHEMA_VERSION",
     "LLM",
     "AutoGenAgent",
     "Blackboard",
     "ChatEndedError",
+    "Checkpoint",
+    "CheckpointConflict",
+    "CheckpointCorrupt",
+    "CheckpointError",
+    "CheckpointInvalid",
+    "CheckpointMismatch",
+    "CheckpointNotFound",
+    "CheckpointSchemaUnsupported",
+    "CheckpointStoreUnavailable",
+    "CheckpointSummary",
+    "Checkpointer",
     "Condition",
     "ConfigError",
     "Context",
@@ -64,16 +98,23 @@ __all__ = [
     "Judge",
     "Kind",
     "LLMError",
+    "MemoryCheckpointer",
     "Message",
     "ModelAssignment",
     "ModelProfile",
     "NoTransitionError",
+    "PendingQuestion",
     "Prompt",
     "RunResult",
+    "RunState",
     "State",
     "StateFlowError",
     "StateFlowView",
     "Step",
+    "ThreadBusy",
+    "ThreadInfo",
+    "ThreadNotFound",
+    "ThreadStatus",
     "Tool",
     "ToolResult",
     "Transition",
@@ -81,6 +122,8 @@ __all__ = [
     "Usage",
     "View",
     "__version__",
+    "fork",
+    "history",
     "last_contains",
     "last_matches",
     "load_config",
@@ -88,5 +131,6 @@ __all__ = [
     "parse_model_options",
     "predicate",
     "replies_in",
+    "resume",
     "run",
 ]

@@ -36,26 +36,46 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace as dc_replace
-from typing import Any
+from typing import Any, Protocol
 
 from autogen import Agent, ConversableAgent, GroupChat, GroupChatManager
 from autogen.io.base import InputStream, IOStream
 
 from stateflow.backends.autogen_clients import LLMBackends
+from stateflow.blackboard import Blackboard
 from stateflow.conditions import Judge
 from stateflow.context import Context
-from stateflow.errors import ChatEndedError, ConfigError, LLMError, NoTransitionError, RunTimeout, StateFlowError
+from stateflow.errors import (
+    ChatEndedError,
+    CheckpointError,
+    ConfigError,
+    LLMError,
+    NoTransitionError,
+    RunTimeout,
+    StateFlowError,
+)
 from stateflow.flow import Flow
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.outputs import LLM, AutoGenAgent, Human, OutputFunction, Prompt, Tool, ToolResult
 from stateflow.profiles import ModelProfile
+from stateflow.run_state import PendingQuestion, RunState
 from stateflow.state_agent import StateAgent, render_calls, reply_text, usage_totals
 from stateflow.tool_protocol import ToolSet, parse_text_action, text_protocol_prompt
 from stateflow.trace import RunResult, Step, TransitionRecord
 from stateflow.views import ASSISTANT, EXECUTOR, HUMAN, PROMPTER, RESERVED_NAMES, TOOLS, USER, View
 from stateflow.vote import Candidate, tally
 
-__all__ = ["Episode"]
+__all__ = ["Episode", "Journal"]
+
+
+class Journal(Protocol):
+    """Where an episode saves its state after every transition (see :mod:`stateflow.threads`)."""
+
+    def save(self, state: RunState, status: str) -> None:
+        """Save ``state`` (encoded at once); ``status`` is ``running``, ``paused`` or ``finished``."""
+
+    def fail(self, error: str) -> None:
+        """Mark the run failed: the last state saved stays the one to continue from."""
 
 
 def _rewritten(message: dict[str, Any], rewrite: Callable[[str], str]) -> dict[str, Any]:
@@ -130,22 +150,42 @@ class Episode:
         max_transitions: int,
         deadline: float | None = None,
         human_input: InputStream | None = None,
+        *,
+        start: RunState | None = None,
+        journal: Journal | None = None,
+        answer: str | None = None,
     ):
+        """``start``: continue from a saved state instead of the beginning (``task`` and ``vars``
+        are then the saved ones); ``journal``: save the state after every transition;
+        ``answer``: the answer to ``start``'s pending question."""
         self.flow, self.view, self.backends = flow, view, backends
         self.human_input = human_input
         self.max_transitions = max_transitions
         self.deadline = deadline
-        self.history = History()
-        self.ctx = Context(task=task, history=self.history, state=flow.initial, env=env, vars=dict(vars or {}))
+        self.start, self.journal = start, journal
+        self._answer = answer
+        self.history = History(list(start.history)) if start else History()
+        self.ctx = Context(
+            task=start.task if start else task,
+            history=self.history,
+            state=start.state if start else flow.initial,
+            env=env,
+            vars=dict(start.vars) if start else dict(vars or {}),
+            board=start.board if start else Blackboard(),
+        )
         self.ctx.ask = self._ask
         self.ctx.models = backends.assignment
         self.ctx.scripts = backends.scripts
         self.ctx.http = backends.http
-        self.steps: list[Step] = []
-        self.transitions: list[TransitionRecord] = []
+        self.steps: list[Step] = list(start.steps) if start else []
+        self.transitions: list[TransitionRecord] = list(start.transitions) if start else []
         self.stop_reason = ""
         self.failure: BaseException | None = None
-        self._cursor = 0  # index into the current state's emitted outputs
+        self.pending: PendingQuestion | None = None
+        self.started_at = start.started_at if start else time.time()
+        self._cursor = start.cursor if start else 0  # index into the current state's emitted outputs
+        # the position last saved, (transitions taken, cursor): a resumed run starts at one
+        self._saved_at: tuple[int, int] | None = (len(self.transitions), self._cursor) if start else None
         self._pending: OutputFunction | None = None
         self._judged: dict[int, str | None] = {}  # judge id -> answer, for the current decision
         self._build_agents()
@@ -255,8 +295,12 @@ class Episode:
         while True:
             state = self.flow.states[self.ctx.state]
             outputs = self.view.emitted_outputs(state)
+            if self._cursor == 0:
+                self._save_position("running")  # a state is entered: its position is a checkpoint
             if self._cursor < len(outputs):
                 out = outputs[self._cursor]
+                if isinstance(out, Human) and out.defer and self._answer is None:
+                    return self._pause(out)
                 self._cursor += 1
                 self._pending = out
                 if isinstance(out, Prompt):
@@ -285,6 +329,64 @@ class Episode:
             self.transitions.append(TransitionRecord(state.name, rule.target, rule.label, len(self.steps) - 1))
             self.ctx.state = rule.target
             self._cursor = 0
+
+    # checkpoints ------------------------------------------------------------------------------
+
+    def snapshot(self) -> RunState:
+        """The run's state now (only consistent between replies: at a transition or a pause)."""
+        return RunState(
+            task=self.ctx.task,
+            view=self.view.name,
+            state=self.ctx.state,
+            cursor=self._cursor,
+            history=History(list(self.history)),
+            steps=list(self.steps),
+            transitions=list(self.transitions),
+            vars=dict(self.ctx.vars),
+            board=self.ctx.board,
+            chat=[dict(m) for m in self.groupchat.messages],
+            started_at=self.started_at,
+            models=dict(self.backends.assignment.by_state),
+            pending=self.pending,
+        )
+
+    def _save_position(self, status: str) -> None:
+        """Save the run at its current position, once per position (a resumed run starts at a
+        saved one). Between two saves the run may only repeat work, never lose it."""
+        position = (len(self.transitions), self._cursor)
+        if self.journal is None or self._saved_at == position:
+            return
+        self.journal.save(self.snapshot(), status)
+        self._saved_at = position
+
+    def _pause(self, out: Human) -> None:
+        """Stop at a deferred question: save the run with it, end the chat (``run`` returns paused)."""
+        if self.journal is None:
+            raise ConfigError(
+                f"state {self.ctx.state!r} asks a deferred question (Human(defer=True)); a paused run must be "
+                "saved somewhere: run(..., checkpointer=...)"
+            )
+        last = self.history.last()
+        question = f"{last.content}\n{out.prompt}" if out.show_last and last is not None else out.prompt
+        self.pending = PendingQuestion(self.ctx.state, out.name, question)
+        self.stop_reason = "paused"
+        self.journal.save(self.snapshot(), "paused")
+        self._saved_at = (len(self.transitions), self._cursor)
+        return None
+
+    def _save_end(self) -> None:
+        """The last checkpoint: ``finished`` with the whole run, or ``failed`` with the position
+        the run can be continued from (the last one saved) and the error."""
+        if self.journal is None or self.stop_reason == "paused":
+            return
+        if self.failure is None:
+            state = self.snapshot()
+            state.stop_reason = self.stop_reason
+            self.journal.save(state, "finished")
+            return
+        if isinstance(self.failure, CheckpointError):
+            return  # the store itself failed: writing to it again would fail the same way
+        self.journal.fail(f"{type(self.failure).__name__}: {self.failure}")
 
     # replies --------------------------------------------------------------------------------
 
@@ -669,7 +771,11 @@ class Episode:
         from autogen.io.console import IOConsole
 
         t0 = time.perf_counter()
-        text = recipient.get_human_input(prompt, iostream=self.human_input or IOConsole())
+        if out.defer:  # the answer to the question the run paused on (resume(..., answer=...))
+            assert self._answer is not None
+            text, self._answer, self.pending = self._answer, None, None
+        else:
+            text = recipient.get_human_input(prompt, iostream=self.human_input or IOConsole())
         msg = Message("user", out.name, self.ctx.state, Kind.HUMAN, text)
         self._record(out.label, msg, None, time.perf_counter() - t0)
         return True, text if text != "" else "(no input)"
@@ -719,12 +825,17 @@ class Episode:
         )
 
     def run(self) -> RunResult:
-        started = time.time()
-        self.history.append(Message("user", USER, self.flow.initial, Kind.PROMPT, self.ctx.task))
         stream = _RunStream(self.human_input)
         with IOStream.set_default(stream):
             try:
-                self.user.initiate_chat(self.manager, message=self.ctx.task, clear_history=True, silent=True)
+                if self.start is None:
+                    self.history.append(Message("user", USER, self.flow.initial, Kind.PROMPT, self.ctx.task))
+                    self.user.initiate_chat(self.manager, message=self.ctx.task, clear_history=True, silent=True)
+                else:
+                    # AutoGen's own resume loads the saved group messages into every agent; the last
+                    # one is sent again to restart the chat, which then asks our selector as before.
+                    last_agent, last_message = self.manager.resume(messages=self.start.chat, silent=True)
+                    last_agent.initiate_chat(self.manager, message=last_message, clear_history=False, silent=True)
             except BaseException as err:
                 self.failure = self.failure or err
         if self.failure is None and not self.stop_reason:
@@ -733,6 +844,12 @@ class Episode:
         if self.failure is not None:
             self.stop_reason = "error"
             error = f"{type(self.failure).__name__}: {self.failure}"
+        try:
+            self._save_end()
+        except BaseException as err:  # the run's own failure, if any, stays the one reported
+            if self.failure is None:
+                self.failure, self.stop_reason = err, "error"
+                error = f"{type(err).__name__}: {err}"
         return RunResult(
             flow=self.flow.name,
             view=self.view.name,
@@ -744,6 +861,7 @@ class Episode:
             error=error,
             vars=dict(self.ctx.vars),
             board=self.ctx.board,
-            started_at=started,
+            started_at=self.started_at,
             ended_at=time.time(),
+            pending=self.pending,
         )

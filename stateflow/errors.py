@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
     "ChatEndedError",
+    "CheckpointConflict",
+    "CheckpointCorrupt",
+    "CheckpointError",
+    "CheckpointInvalid",
+    "CheckpointMismatch",
+    "CheckpointNotFound",
+    "CheckpointSchemaUnsupported",
+    "CheckpointStoreUnavailable",
     "ConfigError",
     "FlowDefinitionError",
     "LLMError",
     "NoTransitionError",
     "RunTimeout",
     "StateFlowError",
+    "ThreadBusy",
+    "ThreadNotFound",
 ]
 
 
@@ -101,3 +113,194 @@ class LLMError(StateFlowError):
         self.profile = profile
         self.state = state
         super().__init__(message)
+
+
+class CheckpointError(StateFlowError):
+    """Base of every checkpoint storage error (:mod:`stateflow.checkpoint`)."""
+
+
+class CheckpointInvalid(CheckpointError, ValueError):
+    """A checkpoint handed to a checkpointer cannot be stored as it is (e.g. a payload that is not
+    JSON); nothing was written.
+
+    Attributes:
+        thread_id: the thread of the checkpoint.
+        step: its step.
+        problem: what is wrong.
+    """
+
+    def __init__(self, thread_id: str, step: int, problem: str):
+        self.thread_id = thread_id
+        self.step = step
+        self.problem = problem
+        super().__init__(f"checkpoint of thread {thread_id!r} step {step} cannot be stored: {problem}")
+
+
+class CheckpointCorrupt(CheckpointError):
+    """A stored checkpoint cannot be read back (garbage, truncated, wrong types, unknown status).
+
+    Attributes:
+        where: the location read (backend, thread, step), as given by the reader.
+        problem: what is wrong with it.
+        thread_id: the thread, when the reader knows it.
+        step: the step, when the reader knows it.
+    """
+
+    def __init__(self, where: str, problem: str, *, thread_id: str | None = None, step: int | None = None):
+        self.where = where
+        self.problem = problem
+        self.thread_id = thread_id
+        self.step = step
+        super().__init__(f"{where}: {problem}")
+
+
+class CheckpointSchemaUnsupported(CheckpointCorrupt):
+    """A checkpoint was written by a newer StateFlow (its ``schema_version`` is above ours).
+
+    Attributes:
+        found: the schema version stored.
+        supported: the newest version this StateFlow reads.
+    """
+
+    def __init__(self, where: str, found: int, supported: int, **kw: Any):
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            where,
+            f"schema_version {found} is newer than this StateFlow reads ({supported}); "
+            "upgrade StateFlow to read it (it is left untouched)",
+            **kw,
+        )
+
+
+class CheckpointConflict(CheckpointError):
+    """A put did not continue its thread: its step is not ``latest + 1`` (or 0 for a new thread).
+    Typically a second writer of the same thread; nothing was written.
+
+    Attributes:
+        thread_id: the thread.
+        step: the step that was tried.
+        latest: the latest stored step (``None``: the thread has none).
+    """
+
+    def __init__(self, thread_id: str, step: int, latest: int | None):
+        self.thread_id = thread_id
+        self.step = step
+        self.latest = latest
+        expected = 0 if latest is None else latest + 1
+        stored = "no checkpoint" if latest is None else f"latest stored step {latest}"
+        super().__init__(
+            f"thread {thread_id!r}: cannot write step {step} ({stored}; the next step is {expected}); "
+            "another writer is probably continuing this thread: claim it before writing"
+        )
+
+
+class ThreadNotFound(CheckpointError):
+    """No checkpoint exists for a thread.
+
+    Attributes:
+        thread_id: the thread asked for.
+        where: the store asked (backend and location).
+    """
+
+    def __init__(self, thread_id: str, where: str):
+        self.thread_id = thread_id
+        self.where = where
+        super().__init__(f"{where}: no thread {thread_id!r} (see `stateflow threads` for the stored ones)")
+
+
+class CheckpointNotFound(CheckpointError):
+    """A thread exists but has no checkpoint at the step asked for.
+
+    Attributes:
+        thread_id: the thread.
+        step: the step asked for.
+        latest: the thread's latest step (its steps are ``0..latest``).
+        where: the store asked.
+    """
+
+    def __init__(self, thread_id: str, step: int, latest: int, where: str):
+        self.thread_id = thread_id
+        self.step = step
+        self.latest = latest
+        self.where = where
+        super().__init__(f"{where}: thread {thread_id!r} has no step {step} (its steps are 0..{latest})")
+
+
+class ThreadBusy(CheckpointError):
+    """Another holder (process or thread) has claimed the thread and is continuing it.
+
+    Attributes:
+        thread_id: the thread.
+        holder: who holds it (the owner string it claimed with, and its process), if known.
+    """
+
+    def __init__(self, thread_id: str, holder: str | None):
+        self.thread_id = thread_id
+        self.holder = holder
+        super().__init__(
+            f"thread {thread_id!r} is being continued by {holder or 'another holder'}; "
+            "wait for it to finish (a claim is released when its holder exits or dies)"
+        )
+
+
+_PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` without its password, for messages and logs.
+
+    Both PostgreSQL forms are handled: a URL (``postgresql://user:secret@host/db``) and key/value
+    text (``host=h password=secret``).
+
+    Example:
+        >>> redact_dsn("postgresql://me:secret@db.example/runs")
+        'postgresql://me:***@db.example/runs'
+        >>> redact_dsn("host=/tmp dbname=runs password='s e'")
+        'host=/tmp dbname=runs password=***'
+    """
+    if "://" in dsn:
+        parts = urlsplit(dsn)
+        netloc = parts.netloc
+        if "@" in netloc:
+            userinfo, host = netloc.rsplit("@", 1)
+            if ":" in userinfo:
+                userinfo = userinfo.split(":", 1)[0] + ":***"
+            netloc = f"{userinfo}@{host}"
+        query = _PASSWORD_KV.sub(r"\1***", parts.query.replace("&", " ")).replace(" ", "&")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    return _PASSWORD_KV.sub(r"\1***", dsn)
+
+
+class CheckpointStoreUnavailable(CheckpointError):
+    """The checkpoint store cannot be reached (a database server went away or refuses connections).
+    What was stored before stays stored; retry when the server is back.
+
+    Attributes:
+        dsn: the store's address, without its password.
+        reason: the driver's message.
+    """
+
+    def __init__(self, dsn: str, reason: str):
+        self.dsn = redact_dsn(dsn)
+        self.reason = reason
+        super().__init__(f"checkpoint store {self.dsn} is unavailable: {reason}")
+
+
+class CheckpointMismatch(CheckpointError):
+    """A thread is continued under a flow whose definition differs from the one that saved it
+    (their fingerprints differ). ``fork(..., flow=...)`` branches off under another flow.
+
+    Attributes:
+        thread_id: the thread.
+        saved: ``(flow name, fingerprint)`` of the flow that saved it.
+        given: ``(flow name, fingerprint)`` of the flow given now.
+    """
+
+    def __init__(self, thread_id: str, saved: tuple[str, str], given: tuple[str, str], step: int):
+        self.thread_id, self.saved, self.given = thread_id, saved, given
+        super().__init__(
+            f"thread {thread_id!r} was saved by flow {saved[0]!r} (fingerprint {saved[1][:12]}), not by this flow "
+            f"{given[0]!r} (fingerprint {given[1][:12]}): the definition changed. Continue it with the flow that "
+            f"saved it, or branch off with fork({thread_id!r}, at={step}, flow=...)"
+        )

@@ -204,15 +204,22 @@ class Human:
     The run's input stream is the console by default; ``run(..., human_input=...)`` takes any
     AutoGen ``InputStream`` (e.g. :class:`stateflow.testing.ScriptedHuman` in tests).
 
+    With ``defer=True`` the run does not wait for an answer: it saves a checkpoint and returns
+    ``status == "paused"`` with the question (``RunResult.pending``); the answer arrives later,
+    in this process or another one, through :func:`stateflow.resume`. A deferred question
+    needs a checkpointer (``run(..., checkpointer=...)``) to keep the run in.
+
     Attributes:
         prompt: the question shown to the person.
         show_last: show the last message of the history above the question.
         name: the name the answer is recorded under.
+        defer: pause the run instead of waiting on the console.
     """
 
     prompt: str = "Your reply: "
     show_last: bool = True
     name: str = "human"
+    defer: bool = False
 
     @property
     def label(self) -> str:

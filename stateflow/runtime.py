@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,14 +25,19 @@ from stateflow.backends.autogen_clients import LLMBackends
 from stateflow.backends.cassette import Cassette
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
+from stateflow.checkpoint import Checkpointer
 from stateflow.episode import Episode
+from stateflow.errors import CheckpointError, ConfigError
+from stateflow.fingerprint import flow_fingerprint
 from stateflow.flow import Flow
-from stateflow.outputs import LLM
+from stateflow.outputs import LLM, Human
 from stateflow.profiles import ModelAssignment, ModelProfile
+from stateflow.run_state import RunState
+from stateflow.threads import ThreadJournal, check_flow, latest_to_continue, load_position
 from stateflow.trace import RunResult
 from stateflow.views import StateFlowView, View
 
-__all__ = ["quiet_custom_client_notice", "run"]
+__all__ = ["fork", "quiet_custom_client_notice", "resume", "run"]
 
 _AUTOGEN_CLIENT_LOGGER = "autogen.oai.client"
 
@@ -50,11 +57,67 @@ def quiet_custom_client_notice() -> None:
     logging.getLogger(_AUTOGEN_CLIENT_LOGGER).addFilter(_drop_custom_client_notice)
 
 
+_Models = str | ModelProfile | Mapping[str, str | ModelProfile] | ModelAssignment | None
+
+
+def _backends(
+    flow: Flow,
+    models: _Models,
+    scripts: Mapping[str, ScriptedLLM] | None,
+    cassette: Cassette | None,
+    http: HttpClients | None,
+) -> LLMBackends:
+    """The run's model clients; every state's and judge's profile is resolved first (a bad one
+    fails here, before any call)."""
+    assignment = ModelAssignment.of(models)
+    for st in flow.llm_states():
+        for out in st.outputs:
+            if isinstance(out, LLM):
+                assignment.profile_for(st.name, out.profile)
+    for judge in flow.judges():
+        assignment.profile_for(flow.initial, judge.profile)
+    quiet_custom_client_notice()
+    return LLMBackends(assignment, scripts, cassette, http)
+
+
+def _defers(flow: Flow, view: View) -> bool:
+    return any(isinstance(o, Human) and o.defer for st in flow.states.values() for o in view.emitted_outputs(st))
+
+
+def _finish(episode: Episode, telemetry: Any, raise_errors: bool, thread_id: str | None) -> RunResult:
+    result = episode.run()
+    result.thread_id = thread_id
+    if telemetry is None:
+        from stateflow.telemetry import Telemetry
+
+        telemetry = Telemetry.from_env()
+    if telemetry:
+        telemetry.export(result)
+    if episode.failure is not None and raise_errors:
+        err = episode.failure
+        with contextlib.suppress(AttributeError):  # some builtin exceptions refuse attributes
+            err.result = result  # type: ignore[attr-defined]
+        raise err
+    return result
+
+
+def _view_for(saved: str, view: View | None, thread_id: str) -> View:
+    """The view a thread continues in: the one it was saved in (only StateFlow's is built here;
+    the core does not import the SF_Agent package)."""
+    if view is None:
+        if saved != StateFlowView.name:
+            raise ConfigError(f"thread {thread_id!r} runs in the {saved!r} view: pass view= (e.g. SFAgentView())")
+        return StateFlowView()
+    if view.name != saved:
+        raise ConfigError(f"thread {thread_id!r} runs in the {saved!r} view, not {view.name!r}")
+    return view
+
+
 def run(
     flow: Flow,
     task: str,
     *,
-    models: str | ModelProfile | Mapping[str, str | ModelProfile] | ModelAssignment | None = None,
+    models: _Models = None,
     view: View | None = None,
     env: Any = None,
     scripts: Mapping[str, ScriptedLLM] | None = None,
@@ -66,8 +129,15 @@ def run(
     raise_errors: bool = True,
     human_input: InputStream | None = None,
     telemetry: Any = None,
+    thread_id: str | None = None,
+    checkpointer: Checkpointer | None = None,
 ) -> RunResult:
     """Run ``flow`` on ``task`` and return its exit state, history and trace.
+
+    With a ``checkpointer`` the run is a *thread*: a checkpoint is saved when it enters its first
+    state and after every transition (see :mod:`stateflow.threads`). A ``thread_id`` that
+    already has checkpoints is continued from its latest one (after a crash, or a failure such
+    as a model server that went away): what was done before it is not done again.
 
     Args:
         flow: the flow definition.
@@ -81,7 +151,7 @@ def run(
         http: shared HTTP connection pools; pass one :class:`~stateflow.backends.http.HttpClients`
             to many runs to reuse connections (a runner does this).
         max_transitions: overrides the flow's bound.
-        vars: initial per-run variables for tools.
+        vars: initial per-run variables for tools (JSON values when checkpointed).
         timeout_s: wall-clock budget; checked before each output function (a model call in
             flight is bounded by its profile's timeout), then the run fails with ``RunTimeout``.
         raise_errors: re-raise the exception that ended a run (the partial result is attached
@@ -91,44 +161,205 @@ def run(
         telemetry: a :class:`stateflow.telemetry.Telemetry` exporting the run as OpenTelemetry
             spans, ``False`` for none; default: from the environment (``STATEFLOW_OTEL`` or the
             standard ``OTEL_EXPORTER_OTLP_*`` variables), off when none is set.
+        thread_id: the thread to save the run under, or to continue (default with a
+            checkpointer: a new random id, returned as ``RunResult.thread_id``).
+        checkpointer: where the thread's checkpoints go (:mod:`stateflow.checkpoint`).
 
     Raises:
-        ConfigError: a state's model profile is unknown or unusable.
+        ConfigError: a state's model profile is unknown or unusable; a thread id without a
+            checkpointer; a deferred question without a checkpointer.
+        CheckpointMismatch: the thread was saved by a flow with another definition.
+        CheckpointError: the thread finished, is paused (use :func:`resume`), or another process
+            is continuing it (``ThreadBusy``).
         NoTransitionError: no rule matched after a state (when ``raise_errors``).
         LLMError: a model call failed after retries (when ``raise_errors``).
         ChatEndedError: AutoGen ended the chat before the flow ended (when ``raise_errors``).
     """
-    assignment = ModelAssignment.of(models)
-    for st in flow.llm_states():
-        for out in st.outputs:
-            if isinstance(out, LLM):
-                assignment.profile_for(st.name, out.profile)
-    for judge in flow.judges():
-        assignment.profile_for(flow.initial, judge.profile)
-    quiet_custom_client_notice()
-    backends = LLMBackends(assignment, scripts, cassette, http)
+    view = view or StateFlowView()
+    if checkpointer is None:
+        if thread_id is not None:
+            raise ConfigError(f"thread_id={thread_id!r} needs a checkpointer to save the thread in")
+        if _defers(flow, view):
+            raise ConfigError(
+                f"flow {flow.name!r} asks a deferred question (Human(defer=True)): a paused run must be saved "
+                "somewhere, so pass checkpointer= (e.g. SQLiteCheckpointer('runs.db'))"
+            )
+    backends = _backends(flow, models, scripts, cassette, http)
     deadline = time.monotonic() + timeout_s if timeout_s else None
-    episode = Episode(
-        flow,
-        task,
-        view or StateFlowView(),
-        backends,
-        env,
-        dict(vars or {}),
-        max_transitions or flow.max_transitions,
-        deadline,
-        human_input,
-    )
-    result = episode.run()
-    if telemetry is None:
-        from stateflow.telemetry import Telemetry
+    if checkpointer is None:
+        episode = Episode(
+            flow,
+            task,
+            view,
+            backends,
+            env,
+            dict(vars or {}),
+            max_transitions or flow.max_transitions,
+            deadline,
+            human_input,
+        )
+        return _finish(episode, telemetry, raise_errors, None)
+    thread_id = thread_id or uuid.uuid4().hex[:12]
+    fingerprint = flow_fingerprint(flow)
+    with checkpointer.claim(thread_id, _owner()):
+        start: RunState | None = None
+        next_step = 0
+        if checkpointer.latest(thread_id) is not None:
+            latest = latest_to_continue(checkpointer, thread_id, answering=False)
+            check_flow(latest, flow, fingerprint)
+            start = load_position(latest, flow)
+            if start.task != task:
+                raise ConfigError(
+                    f"thread {thread_id!r} runs task {start.task[:80]!r}, not {task[:80]!r}: "
+                    "use another thread id for another task"
+                )
+            view = _view_for(start.view, view, thread_id)
+            next_step = latest.step + 1
+        journal = ThreadJournal(checkpointer, thread_id, flow, fingerprint, next_step)
+        episode = Episode(
+            flow,
+            task,
+            view,
+            backends,
+            env,
+            dict(vars or {}),
+            max_transitions or flow.max_transitions,
+            deadline,
+            human_input,
+            start=start,
+            journal=journal,
+        )
+        return _finish(episode, telemetry, raise_errors, thread_id)
 
-        telemetry = Telemetry.from_env()
-    if telemetry:
-        telemetry.export(result)
-    if episode.failure is not None and raise_errors:
-        err = episode.failure
-        with contextlib.suppress(AttributeError):  # some builtin exceptions refuse attributes
-            err.result = result  # type: ignore[attr-defined]
-        raise err
-    return result
+
+def resume(
+    thread_id: str,
+    answer: str | None = None,
+    *,
+    checkpointer: Checkpointer,
+    flow: Flow,
+    models: _Models = None,
+    view: View | None = None,
+    env: Any = None,
+    scripts: Mapping[str, ScriptedLLM] | None = None,
+    http: HttpClients | None = None,
+    max_transitions: int | None = None,
+    timeout_s: float | None = None,
+    raise_errors: bool = True,
+    human_input: InputStream | None = None,
+    telemetry: Any = None,
+) -> RunResult:
+    """Continue a saved thread: answer the question a paused run waits on, or (``answer=None``)
+    go on from the latest checkpoint of a run that crashed or failed.
+
+    ``flow`` must be the definition that saved the thread (its fingerprint is checked);
+    ``models`` defaults to the profile names the thread ran with. Other arguments as for
+    :func:`run`.
+
+    Raises:
+        ThreadNotFound: no such thread.
+        CheckpointMismatch: ``flow`` is not the definition that saved the thread.
+        CheckpointError: the thread finished, waits for an answer that was not given (or was
+            given one it does not wait for), or another process is continuing it.
+    """
+    fingerprint = flow_fingerprint(flow)
+    with checkpointer.claim(thread_id, _owner()):
+        latest = latest_to_continue(checkpointer, thread_id, answering=answer is not None)
+        check_flow(latest, flow, fingerprint)
+        start = load_position(latest, flow)
+        view = _view_for(start.view, view, thread_id)
+        backends = _backends(flow, models if models is not None else start.models or None, scripts, None, http)
+        deadline = time.monotonic() + timeout_s if timeout_s else None
+        journal = ThreadJournal(checkpointer, thread_id, flow, fingerprint, latest.step + 1)
+        episode = Episode(
+            flow,
+            start.task,
+            view,
+            backends,
+            env,
+            None,
+            max_transitions or flow.max_transitions,
+            deadline,
+            human_input,
+            start=start,
+            journal=journal,
+            answer=answer,
+        )
+        return _finish(episode, telemetry, raise_errors, thread_id)
+
+
+def fork(
+    thread_id: str,
+    at: int,
+    *,
+    checkpointer: Checkpointer,
+    flow: Flow,
+    models: _Models = None,
+    view: View | None = None,
+    answer: str | None = None,
+    new_thread_id: str | None = None,
+    env: Any = None,
+    scripts: Mapping[str, ScriptedLLM] | None = None,
+    http: HttpClients | None = None,
+    max_transitions: int | None = None,
+    timeout_s: float | None = None,
+    raise_errors: bool = True,
+    human_input: InputStream | None = None,
+    telemetry: Any = None,
+) -> RunResult:
+    """Start a new thread from checkpoint ``at`` of ``thread_id`` and run it to its end.
+
+    Everything the source run did up to that checkpoint is reused as it was (its history, trace
+    and usage; no model is asked again); from there the new thread runs with ``models`` and
+    ``flow``, which may differ from the source's: a fork is how a run is replayed with another
+    model or prompt from any state. The new thread's step 0 records its parent
+    ``(thread_id, at)``.
+
+    Args:
+        answer: the answer, when the checkpoint is a paused question.
+        new_thread_id: the new thread's id (default: ``<thread_id>.<random>``).
+        Others: as for :func:`run`.
+
+    Raises:
+        ThreadNotFound / CheckpointNotFound: no such thread or step.
+        ConfigError: the checkpoint's state is not a state of ``flow``.
+    """
+    source = checkpointer.get(thread_id, at)
+    start = load_position(source, flow)
+    view = _view_for(start.view, view, thread_id)
+    if (start.pending is not None) != (answer is not None):
+        raise CheckpointError(
+            f"thread {thread_id!r} step {at} "
+            + ("waits for an answer: fork(..., answer=...)" if start.pending is not None else "asks no question")
+        )
+    if source.status.value in ("finished", "failed") and start.stop_reason:
+        start.stop_reason, start.error = "", None  # the new thread continues from the position, not the end
+    new_id = new_thread_id or f"{thread_id}.{uuid.uuid4().hex[:6]}"
+    fingerprint = flow_fingerprint(flow)
+    backends = _backends(flow, models if models is not None else start.models or None, scripts, None, http)
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    with checkpointer.claim(new_id, _owner()):
+        if checkpointer.latest(new_id) is not None:
+            raise CheckpointError(f"thread {new_id!r} already exists; choose another new_thread_id")
+        journal = ThreadJournal(checkpointer, new_id, flow, fingerprint, 0, parent=(thread_id, at))
+        journal.save(start, "paused" if start.pending is not None else "running")
+        episode = Episode(
+            flow,
+            start.task,
+            view,
+            backends,
+            env,
+            None,
+            max_transitions or flow.max_transitions,
+            deadline,
+            human_input,
+            start=start,
+            journal=journal,
+            answer=answer,
+        )
+        return _finish(episode, telemetry, raise_errors, new_id)
+
+
+def _owner() -> str:
+    """Who holds a thread while continuing it (shown to a second process that tries)."""
+    return socket.gethostname()  # the checkpointer adds the process and thread

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stateflow.blackboard import Blackboard
 from stateflow.messages import History, Message, Usage
+
+if TYPE_CHECKING:
+    from stateflow.run_state import PendingQuestion
 
 __all__ = ["RunResult", "Step", "TransitionRecord", "UsageTotals"]
 
@@ -110,7 +113,8 @@ class RunResult:
         flow: the flow's name.
         view: ``stateflow`` or ``sf_agent``.
         exit_state: the state the run ended in.
-        stop_reason: ``final`` (a final state was reached), ``max_transitions`` (the bound hit)
+        stop_reason: ``final`` (a final state was reached), ``max_transitions`` (the bound hit),
+            ``paused`` (a deferred question waits for its answer)
             or ``error`` (an exception ended it; see ``error``).
         history: the context history.
         steps: one record per output-function call and judge consultation.
@@ -120,6 +124,8 @@ class RunResult:
             left them).
         board: the typed records the flow's tools and conditions kept (:mod:`stateflow.blackboard`).
         started_at, ended_at: wall-clock bounds of the run (seconds since the epoch).
+        pending: the question a paused run waits on (``stop_reason == "paused"``).
+        thread_id: the thread the run was saved under, when it had a checkpointer.
     """
 
     flow: str
@@ -134,6 +140,15 @@ class RunResult:
     board: Blackboard = field(default_factory=Blackboard)
     started_at: float = 0.0
     ended_at: float = 0.0
+    pending: PendingQuestion | None = None
+    thread_id: str | None = None
+
+    @property
+    def status(self) -> str:
+        """``finished`` (a final state or the bound), ``paused`` (waiting on an answer) or ``failed``."""
+        if self.stop_reason == "paused":
+            return "paused"
+        return "failed" if self.stop_reason == "error" else "finished"
 
     @property
     def path(self) -> list[str]:

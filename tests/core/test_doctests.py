@@ -7,7 +7,15 @@ import importlib
 
 import pytest
 
-MODULES = ["stateflow.flow", "stateflow.blackboard", "stateflow.conditions"]
+MODULES = [
+    "stateflow.flow",
+    "stateflow.blackboard",
+    "stateflow.conditions",
+    "stateflow.checkpoint.record",
+    "stateflow.checkpoint.memory",
+    "stateflow.checkpoint.sqlite",
+    "stateflow.errors",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
