@@ -244,6 +244,8 @@ def register(app: typer.Typer) -> None:
 
             assignment = with_temperature(assignment, temperature)
         if target not in registry:
+            if repeats > 1:
+                raise ConfigError(f"--repeats {repeats} applies to benchmark runs, not to one flow run on --task")
             _run_flow(target, task, assignment, console, registry)
             return
         bench = registry.get(target)
