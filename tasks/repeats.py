@@ -5,7 +5,8 @@ run --repeats K --temperature T`` runs every (method, task) episode K times, rep
 every model profile at seed ``seed + r`` (:func:`~stateflow.tasks.runner.seeded`), and reports per
 method (:func:`repeat_rows`):
 
-* pass@1: the mean success over all episodes, with its 95 % Wilson interval;
+* pass@1: the mean success over all episodes, with its 95 % interval (a bootstrap over tasks:
+  the repeats of one task are not independent draws, :func:`~stateflow.tasks.stats.repeat_outcomes`);
 * pass@K: the share of tasks solved at least once; pass^K: solved every time;
 * flips: the share of tasks whose outcome changes between repeats.
 
@@ -150,7 +151,7 @@ def repeat_table(rows: Iterable[RepeatRow]) -> Table:
     table = Table(title=f"{k} repeats per task (distinct seeds)", title_justify="left")
     for head in ("benchmark", "method", "models"):
         table.add_column(head)
-    for head in ("tasks", "pass@1 %", "95 % CI (Wilson)", f"pass@{k} %", f"pass^{k} %", "flips %"):
+    for head in ("tasks", "pass@1 %", "95 % CI (bootstrap)", f"pass@{k} %", f"pass^{k} %", "flips %"):
         table.add_column(head, justify="right")
     for row in rows:
         o = row.outcomes
@@ -166,7 +167,7 @@ def repeat_table(rows: Iterable[RepeatRow]) -> Table:
             f"{o.flips:.1f}",
         )
     table.caption = (
-        "pass@1: mean success per episode (the interval treats the episodes as independent; repeats of "
-        "one task are not, see flips); flips: tasks whose outcome differs between repeats."
+        "pass@1: mean success per episode; its interval is a percentile bootstrap over tasks (repeats of one "
+        "task are not independent draws); flips: tasks whose outcome differs between repeats."
     )
     return table
