@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateflow.tasks.identity import _output, flow_fingerprint
-
 from stateflow import Flow
+from stateflow.fingerprint import _callable_name, _output, flow_fingerprint
 
 
 def flow_structure(flow: Flow) -> dict[str, Any]:
@@ -27,7 +26,7 @@ def flow_structure(flow: Flow) -> dict[str, Any]:
                 "name": s.name,
                 "final": s.final,
                 "description": s.description,
-                "outputs": [_output(o) for o in s.outputs],
+                "outputs": [_output(o, _callable_name) for o in s.outputs],
             }
             for s in flow.states.values()
         ],
