@@ -8,9 +8,9 @@ Usage::
 
 What it runs: the demo's flow (method ``sf_agent_schema`` of ``intercode-sql``, the response
 grammar on, as ``stateflow run`` does for the embedded model) on the first N tasks of the fixed
-Spider ``dev`` sample (:mod:`stateflow.tasks.samples`; default 4, ``--quick`` 1), embedded MariaDB.
+Spider ``dev`` sample (:mod:`stateflow.tasks.kit.samples`; default 4, ``--quick`` 1), embedded MariaDB.
 
-(a) **framework**: each episode through :func:`stateflow.tasks.episode.run_episode` with the
+(a) **framework**: each episode through :func:`stateflow.tasks.harness.episode.run_episode` with the
     runner's :class:`EpisodeSpec` (AutoGen, HTTP to the managed llama.cpp server with its
     prompt-state cache). The model server is started the way the runner starts it, before the
     first episode. Every HTTP request is recorded (body, round-trip time, the server's own
@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from stateflow.tasks.harness.registry import default_registry
 
 from stateflow import ModelAssignment
 from stateflow.backends.http import HttpClients
@@ -246,7 +247,7 @@ class EpisodeNumbers:
 
 
 def run_framework_episode(env: TimedEnv, index: int, spec: Any, http: RecordingHttpClients) -> EpisodeNumbers:
-    from stateflow.tasks.episode import run_episode
+    from stateflow.tasks.harness.episode import run_episode
 
     first_call, env.step_s = len(http.calls), []
     record = run_episode(env, index, spec)
@@ -397,16 +398,23 @@ def main() -> int:
         print(f"needs the runtime and the {args.model} model: run scripts/setup_local_llm.sh", file=sys.stderr)
         return 2
 
-    from stateflow.tasks.episode import EpisodeSpec
-    from stateflow.tasks.executors import ThreadExecutor
-    from stateflow.tasks.runner import RunSpec, open_env
-    from stateflow.tasks.samples import sample_of
+    from stateflow.tasks.harness.episode import EpisodeSpec
+    from stateflow.tasks.harness.executors import ThreadExecutor
+    from stateflow.tasks.harness.runner import RunSpec, open_env
+    from stateflow.tasks.kit.samples import sample_of
 
     from stateflow.backends.local.server_app import load_model
 
     profile = BUILTIN_PROFILES[args.model]
     models = ModelAssignment.of(args.model)
-    run_spec = RunSpec(BENCHMARK, (METHOD,), models=models, models_label=args.model, out=Path("."), dataset=DATASET)
+    run_spec = RunSpec(
+        default_registry().get(BENCHMARK),
+        (METHOD,),
+        models=models,
+        models_label=args.model,
+        out=Path("."),
+        dataset=DATASET,
+    )
     raw_env = open_env(run_spec)
     env = TimedEnv(raw_env)
     sample = sample_of("dev", DATASET, [raw_env.task(i) for i in range(len(raw_env))])

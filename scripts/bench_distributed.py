@@ -34,10 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.executors import ThreadExecutor
-from stateflow.tasks.ray_executor import ray_executor_factory
-from stateflow.tasks.runner import RunSpec, evaluate, open_env
+from stateflow.tasks.harness.executors import ThreadExecutor
+from stateflow.tasks.harness.ray_executor import ray_executor_factory
+from stateflow.tasks.harness.runner import RunSpec, evaluate, open_env
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.testing.fake_openai import FakeOpenAIServer
@@ -104,7 +105,7 @@ def _measure(spec: RunSpec, factory: Factory, actors: int) -> dict[str, Any]:
 
 def _driver_append(records: list[EpisodeRecord], n: int = 300) -> None:
     """The driver's own cost per record (JSON + one write + fsync): its ceiling in records/s."""
-    from stateflow.tasks.records import ResultsFile
+    from stateflow.tasks.harness.records import ResultsFile
 
     with tempfile.TemporaryDirectory() as out:
         results = ResultsFile(Path(out) / "results.jsonl")
@@ -206,7 +207,7 @@ def main() -> None:
         print("note: ../shared/data is absent: using the 20 demo SQL tasks")
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
     oracle = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         ("stateflow",),
         ModelAssignment.of("local"),
         "oracle",
@@ -223,7 +224,7 @@ def main() -> None:
     with FakeOpenAIServer(_gold_responder(golds), latency_s=args.latency) as srv:
         prof = ModelProfile(name="fake", model="fake", base_url=srv.url, api_key_env=None)
         llm = RunSpec(
-            "intercode-sql",
+            INTERCODE_SQL,
             ("stateflow",),
             ModelAssignment.of(prof),
             "default=fake",

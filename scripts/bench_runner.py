@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 
 from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
-from stateflow.tasks.runner import RunSpec, evaluate, open_env
+from stateflow.tasks.harness.registry import default_registry
+from stateflow.tasks.harness.runner import RunSpec, evaluate, open_env
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.testing.fake_openai import FakeOpenAIServer
@@ -46,7 +48,7 @@ def full_sets() -> None:
         for workers in (1, 2):
             with tempfile.TemporaryDirectory() as out:
                 spec = RunSpec(
-                    bench,
+                    default_registry().get(bench),
                     ("stateflow",),
                     ModelAssignment.of("local"),
                     "oracle",
@@ -77,9 +79,7 @@ def _gold_responder(golds: dict[str, str]):
 
 
 def fake_server(latency: float, tasks: str) -> None:
-    env = open_env(
-        RunSpec("intercode-sql", ("stateflow",), ModelAssignment.of("local"), "x", Path("."), dataset="demo")
-    )
+    env = open_env(RunSpec(INTERCODE_SQL, ("stateflow",), ModelAssignment.of("local"), "x", Path("."), dataset="demo"))
     golds = {env.task(i).query: env.task(i).gold for i in range(len(env))}
     env.close()
     print(f"\n== fake LLM server, {latency * 1000:.0f} ms per call, demo SQL tasks {tasks}, method stateflow ==")
@@ -89,7 +89,7 @@ def fake_server(latency: float, tasks: str) -> None:
         for workers in (1, 2, 4, 8):
             with tempfile.TemporaryDirectory() as out:
                 spec = RunSpec(
-                    "intercode-sql",
+                    INTERCODE_SQL,
                     ("stateflow",),
                     ModelAssignment.of(prof),
                     "default=fake",
@@ -118,16 +118,16 @@ def tokens(model: str | None, tasks: str, latency: float) -> None:
     if model:
         assignment, label = ModelAssignment.of(model), f"default={model}"
         with tempfile.TemporaryDirectory() as out:
-            _, recs = _run(RunSpec("intercode-sql", methods, assignment, label, Path(out), tasks=tasks, grammar=True))
+            _, recs = _run(RunSpec(INTERCODE_SQL, methods, assignment, label, Path(out), tasks=tasks, grammar=True))
     else:
-        env = open_env(RunSpec("intercode-sql", methods, ModelAssignment.of("local"), "x", Path("."), dataset="demo"))
+        env = open_env(RunSpec(INTERCODE_SQL, methods, ModelAssignment.of("local"), "x", Path("."), dataset="demo"))
         golds = {env.task(i).query: env.task(i).gold for i in range(len(env))}
         env.close()
         with FakeOpenAIServer(_gold_responder(golds), latency_s=0) as srv:
             prof = ModelProfile(name="fake", model="fake", base_url=srv.url, api_key_env=None)
             with tempfile.TemporaryDirectory() as out:
                 _, recs = _run(
-                    RunSpec("intercode-sql", methods, ModelAssignment.of(prof), "default=fake", Path(out), tasks=tasks)
+                    RunSpec(INTERCODE_SQL, methods, ModelAssignment.of(prof), "default=fake", Path(out), tasks=tasks)
                 )
     react = None
     rows = {}

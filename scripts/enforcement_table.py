@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stateflow.tasks.harness.registry import default_registry
+
 ROOT = Path(__file__).resolve().parent.parent
 SEED = 19
 MODES = ("none", "monitor", "grammar")
@@ -175,7 +177,7 @@ def write_results(text: str, path: Path) -> None:
 
 def run(args: argparse.Namespace) -> bool:
     """Run the sample (resumable); False when a stop request ended it early."""
-    from stateflow.tasks.runner import RunSpec, evaluate
+    from stateflow.tasks.harness.runner import RunSpec, evaluate
 
     from stateflow import ModelAssignment
     from stateflow.profiles import BUILTIN_PROFILES
@@ -189,7 +191,7 @@ def run(args: argparse.Namespace) -> bool:
             if not indices:
                 continue
             spec = RunSpec(
-                bench,
+                default_registry().get(bench),
                 tuple(f"spec_{args.agent}_{m}" for m in MODES),
                 models=ModelAssignment.of(profile),
                 models_label=f"default={model}",
@@ -229,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         if not finished:
             print("stopped: finished episodes are recorded; run the command again to resume", file=sys.stderr)
             return 130
-    from stateflow.tasks.metrics import load_results
+    from stateflow.tasks.reports.metrics import load_results
 
     dirs = sorted(str(d) for d in args.runs.glob("*") if (d / "results.jsonl").exists())
     table = cells(load_results(dirs), args.agent) if dirs else []

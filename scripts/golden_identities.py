@@ -24,8 +24,8 @@ GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "tasks" / "golden" / "m
 
 def current_identities() -> dict[str, Any]:
     """``{benchmark: {"prompts_sha256": ..., "methods": {method: {"grammar"|"no_grammar": {...}}}}}``."""
-    from stateflow.tasks.benchmarks import BUILTIN_BENCHMARKS
-    from stateflow.tasks.identity import flow_fingerprint, prompts_fingerprint
+    from stateflow.tasks.harness.identity import flow_fingerprint, prompts_fingerprint
+    from stateflow.tasks.harness.registry import BUILTIN_BENCHMARKS
 
     out: dict[str, Any] = {}
     for bench in BUILTIN_BENCHMARKS:

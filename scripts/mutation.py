@@ -82,7 +82,11 @@ GROUPS = (
     Group(
         "records",
         # episode_record.py: its from_dict (versions, validation) is how every record is loaded
-        ("stateflow/tasks/records.py", "stateflow/tasks/metrics.py", "stateflow/tasks/episode_record.py"),
+        (
+            "stateflow/tasks/harness/records.py",
+            "stateflow/tasks/reports/metrics.py",
+            "stateflow/tasks/kit/episode_record.py",
+        ),
         (
             "tests/tasks/test_records*.py",
             "tests/tasks/test_episode_record*.py",

@@ -5,7 +5,7 @@ tools), rules in priority order, bounds and the system message. Callables are na
 stable id (:mod:`stateflow.stable_id`), so moving a function keeps every fingerprint that
 holds it. Checkpoints carry the fingerprint of the flow that wrote them (a thread is continued
 only under the same definition), and the evaluation harness puts it in every episode's
-identity (``stateflow.tasks.identity``).
+identity (``stateflow.tasks.harness.identity``).
 
 Example:
     >>> from stateflow import Flow, LLM, State, Transition

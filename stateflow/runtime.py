@@ -131,6 +131,7 @@ def run(
     telemetry: Any = None,
     thread_id: str | None = None,
     checkpointer: Checkpointer | None = None,
+    flow_ref: str | None = None,
 ) -> RunResult:
     """Run ``flow`` on ``task`` and return its exit state, history and trace.
 
@@ -164,6 +165,8 @@ def run(
         thread_id: the thread to save the run under, or to continue (default with a
             checkpointer: a new random id, returned as ``RunResult.thread_id``).
         checkpointer: where the thread's checkpoints go (:mod:`stateflow.checkpoint`).
+        flow_ref: how to load ``flow`` again (a registered name or ``module:attribute``), saved
+            with the thread so that ``stateflow resume`` in another process can rebuild it.
 
     Raises:
         ConfigError: a state's model profile is unknown or unusable; a thread id without a
@@ -215,7 +218,7 @@ def run(
                 )
             view = _view_for(start.view, view, thread_id)
             next_step = latest.step + 1
-        journal = ThreadJournal(checkpointer, thread_id, flow, fingerprint, next_step)
+        journal = ThreadJournal(checkpointer, thread_id, flow, fingerprint, next_step, extra=_ref(flow_ref))
         episode = Episode(
             flow,
             task,
@@ -270,7 +273,9 @@ def resume(
         view = _view_for(start.view, view, thread_id)
         backends = _backends(flow, models if models is not None else start.models or None, scripts, None, http)
         deadline = time.monotonic() + timeout_s if timeout_s else None
-        journal = ThreadJournal(checkpointer, thread_id, flow, fingerprint, latest.step + 1)
+        journal = ThreadJournal(
+            checkpointer, thread_id, flow, fingerprint, latest.step + 1, extra=_ref(latest.payload.get("flow_ref"))
+        )
         episode = Episode(
             flow,
             start.task,
@@ -342,6 +347,8 @@ def fork(
         if checkpointer.latest(new_id) is not None:
             raise CheckpointError(f"thread {new_id!r} already exists; choose another new_thread_id")
         journal = ThreadJournal(checkpointer, new_id, flow, fingerprint, 0, parent=(thread_id, at))
+        if fingerprint == source.flow_fingerprint:  # the same flow: the same way to load it
+            journal.extra = _ref(source.payload.get("flow_ref"))
         journal.save(start, "paused" if start.pending is not None else "running")
         episode = Episode(
             flow,
@@ -358,6 +365,10 @@ def fork(
             answer=answer,
         )
         return _finish(episode, telemetry, raise_errors, new_id)
+
+
+def _ref(flow_ref: Any) -> dict[str, str]:
+    return {"flow_ref": flow_ref} if isinstance(flow_ref, str) and flow_ref else {}
 
 
 def _owner() -> str:

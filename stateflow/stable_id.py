@@ -1,6 +1,6 @@
 """Stable ids: how a function or class is named in a flow's fingerprint, wherever it lives.
 
-A flow's fingerprint (``stateflow.tasks.identity.flow_fingerprint``) cannot hash a tool's code
+A flow's fingerprint (``stateflow.tasks.harness.identity.flow_fingerprint``) cannot hash a tool's code
 or a closure's values, so it names each callable a flow holds (tools, grammar functions, reply
 parsers, vote executors). Named by ``__module__.__qualname__``, a callable would change every
 fingerprint that holds it as soon as it moved to another module, and the runs recorded under

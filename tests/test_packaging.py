@@ -89,7 +89,7 @@ def test_archives_carry_the_dockerfiles_and_prompts(archives: tuple[Path, Path])
         "stateflow/prompts/bash/system.md",
         "stateflow/prompts/pdoctor/extract.md",
         "stateflow/spec/library/react.lisp",
-        "stateflow/tasks/runner.py",
+        "stateflow/tasks/harness/runner.py",
     ]:
         assert needed in in_wheel, needed
     tops = {n.split("/")[0] for n in in_wheel}
@@ -158,7 +158,11 @@ def test_installed_wheel_works_from_a_project_with_its_own_envs_and_tasks(
         )
 
     where = subprocess.run(
-        [str(py), "-c", "import stateflow.tasks.runner as r, stateflow.envs.sql as s; print(r.__file__, s.__file__)"],
+        [
+            str(py),
+            "-c",
+            "import stateflow.tasks.harness.runner as r, stateflow.envs.sql as s; print(r.__file__, s.__file__)",
+        ],
         cwd=project,
         env=env,
         capture_output=True,

@@ -15,7 +15,7 @@ reported, so a "terminal" diagnosis means a wording confused the agent, a "drop 
 names the sentence whose requirement it could not meet. ``unresolved`` means no single edit
 within the budget made it pass.
 
-The agent is any ``attempt(request) -> bool`` (see ``stateflow.tasks.pdoctor_dissect`` for running a flow).
+The agent is any ``attempt(request) -> bool`` (see ``stateflow.tasks.pdoctor.dissect`` for running a flow).
 """
 
 from __future__ import annotations

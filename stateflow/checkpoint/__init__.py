@@ -12,6 +12,7 @@ See ``docs/checkpoints.md``.
 """
 
 from stateflow.checkpoint.memory import MemoryCheckpointer
+from stateflow.checkpoint.postgres import PostgresCheckpointer
 from stateflow.checkpoint.protocol import Checkpointer
 from stateflow.checkpoint.record import CHECKPOINT_SCHEMA_VERSION, Checkpoint, ThreadInfo, ThreadStatus
 from stateflow.checkpoint.sqlite import SQLiteCheckpointer
@@ -39,6 +40,7 @@ __all__ = [
     "CheckpointStoreUnavailable",
     "Checkpointer",
     "MemoryCheckpointer",
+    "PostgresCheckpointer",
     "SQLiteCheckpointer",
     "ThreadBusy",
     "ThreadInfo",

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from stateflow.checkpoint.record import Checkpoint, ThreadInfo, ThreadStatus
-from stateflow.errors import CheckpointConflict, CheckpointNotFound, ThreadBusy, ThreadNotFound
+from stateflow.errors import CheckpointConflict, CheckpointCorrupt, CheckpointNotFound, ThreadBusy, ThreadNotFound
 
 __all__ = ["MemoryCheckpointer"]
 
@@ -51,6 +51,13 @@ class MemoryCheckpointer:
     def _where(self, thread_id: str, step: int) -> str:
         return f"memory checkpointer, thread {thread_id!r} step {step}"
 
+    def _parse(self, text: str, thread_id: str, step: int) -> Checkpoint:
+        try:
+            return Checkpoint.from_json(text, where=self._where(thread_id, step))
+        except CheckpointCorrupt as err:
+            err.thread_id, err.step = thread_id, step
+            raise
+
     def put(self, checkpoint: Checkpoint) -> None:
         """See :meth:`stateflow.checkpoint.Checkpointer.put`."""
         c = checkpoint
@@ -69,7 +76,7 @@ class MemoryCheckpointer:
             rows = self._rows.get(thread_id)
             text = rows[-1].text if rows else None
             step = len(rows) - 1 if rows else -1
-        return None if text is None else Checkpoint.from_json(text, where=self._where(thread_id, step))
+        return None if text is None else self._parse(text, thread_id, step)
 
     def get(self, thread_id: str, step: int) -> Checkpoint:
         """See :meth:`stateflow.checkpoint.Checkpointer.get`."""
@@ -80,7 +87,7 @@ class MemoryCheckpointer:
             if not 0 <= step < len(rows):
                 raise CheckpointNotFound(thread_id, step, len(rows) - 1, "memory checkpointer")
             text = rows[step].text
-        return Checkpoint.from_json(text, where=self._where(thread_id, step))
+        return self._parse(text, thread_id, step)
 
     def list(self, thread_id: str) -> builtins.list[Checkpoint]:
         """See :meth:`stateflow.checkpoint.Checkpointer.list`."""
@@ -88,7 +95,7 @@ class MemoryCheckpointer:
             rows = builtins.list(self._rows.get(thread_id, ()))
         if not rows:
             raise ThreadNotFound(thread_id, "memory checkpointer")
-        return [Checkpoint.from_json(row.text, where=self._where(thread_id, i)) for i, row in enumerate(rows)]
+        return [self._parse(row.text, thread_id, i) for i, row in enumerate(rows)]
 
     def threads(self) -> builtins.list[ThreadInfo]:
         """See :meth:`stateflow.checkpoint.Checkpointer.threads`."""

@@ -16,7 +16,14 @@ from typing import Any
 
 from stateflow.errors import CheckpointCorrupt, CheckpointInvalid, CheckpointSchemaUnsupported
 
-__all__ = ["CHECKPOINT_SCHEMA_VERSION", "Checkpoint", "ThreadInfo", "ThreadStatus", "canonical_json"]
+__all__ = [
+    "CHECKPOINT_SCHEMA_VERSION",
+    "Checkpoint",
+    "ThreadInfo",
+    "ThreadStatus",
+    "canonical_json",
+    "load_json_text",
+]
 
 CHECKPOINT_SCHEMA_VERSION = 1
 """Version of the record layout below; a reader refuses rows with a higher version."""
@@ -114,14 +121,7 @@ class Checkpoint:
             CheckpointCorrupt: not JSON, truncated, a missing/unknown/mistyped field, an unknown status.
             CheckpointSchemaUnsupported: written by a newer schema version than ours.
         """
-        if not isinstance(text, str):
-            raise CheckpointCorrupt(where, f"stored value is {type(text).__name__}, not JSON text")
-        try:
-            raw = json.loads(text)
-        except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
-            detail = "truncated" if _looks_truncated(text) else "not JSON"
-            raise CheckpointCorrupt(where, f"{detail} ({err}); {len(text)} characters stored") from None
-        return cls.from_dict(raw, where=where)
+        return cls.from_dict(load_json_text(text, where=where), where=where)
 
     @classmethod
     def from_dict(cls, raw: Any, *, where: str) -> Checkpoint:
@@ -234,6 +234,21 @@ def _field_problems(raw: dict[str, Any]) -> list[str]:
     if "schema_version" in raw and not (_is_int(version) and version >= 1):
         problems.append(f"schema_version must be an integer >= 1, got {version!r:.60}")
     return problems
+
+
+def load_json_text(text: Any, *, where: str) -> Any:
+    """Stored text decoded as JSON.
+
+    Raises:
+        CheckpointCorrupt: not text, not JSON, or cut short (says ``truncated``).
+    """
+    if not isinstance(text, str):
+        raise CheckpointCorrupt(where, f"stored value is {type(text).__name__}, not JSON text")
+    try:
+        return json.loads(text)
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError
+        detail = "truncated" if _looks_truncated(text) else "not JSON"
+        raise CheckpointCorrupt(where, f"{detail} ({err}); {len(text)} characters stored") from None
 
 
 def _looks_truncated(text: str) -> bool:

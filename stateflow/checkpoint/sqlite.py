@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import builtins
 import fcntl
+import functools
 import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
 
 from stateflow.checkpoint.record import Checkpoint, ThreadInfo, ThreadStatus
-from stateflow.errors import CheckpointConflict, CheckpointNotFound, ThreadBusy, ThreadNotFound
+from stateflow.checkpoint.rows import DEFAULT_SNAPSHOT_EVERY, PayloadCache, decode_rows, encode_row, window_start
+from stateflow.errors import (
+    CheckpointConflict,
+    CheckpointCorrupt,
+    CheckpointNotFound,
+    CheckpointStoreUnavailable,
+    ThreadBusy,
+    ThreadNotFound,
+)
 
 __all__ = ["SQLiteCheckpointer"]
 
@@ -27,7 +37,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     created_at    REAL    NOT NULL,
     parent_thread TEXT,
     parent_step   INTEGER,
-    body          TEXT    NOT NULL,   -- Checkpoint.to_json(): the only column a reader trusts for content
+    body          TEXT    NOT NULL,   -- a full record or a delta (stateflow/checkpoint/rows.py)
     PRIMARY KEY (thread_id, step)
 ) WITHOUT ROWID;
 """
@@ -45,6 +55,27 @@ ORDER BY l.created_at DESC, l.thread_id DESC
 """
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """SQLite's own failures (locked past the timeout, disk full, not a database, unopenable
+    path) become CheckpointStoreUnavailable naming the file; checkpoint errors pass through."""
+
+    @functools.wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.IntegrityError:
+            raise  # a broken invariant, not an unavailable store: never expected (put checks first)
+        except sqlite3.DatabaseError as err:
+            self = args[0]
+            raise CheckpointStoreUnavailable(f"sqlite {self.path}", str(err)) from err  # type: ignore[attr-defined]
+
+    return wrapper
+
+
 class SQLiteCheckpointer:
     """Checkpoints in one SQLite file (write-ahead log), usable from several threads and processes.
 
@@ -55,6 +86,8 @@ class SQLiteCheckpointer:
         - ``synchronous=FULL`` by default: a committed checkpoint survives a power loss as well as a
           killed process; ``durable=False`` (``synchronous=NORMAL``) keeps the crash guarantee for
           processes and may lose the last commits on a power loss, for a cheaper ``put``.
+        - Rows store the changes since the previous step, with a full row every ``snapshot_every``
+          steps (``stateflow.checkpoint.rows``); reads always return full payloads.
         - ``claim`` holds an exclusive ``flock`` on a sidecar file (``<path>.claims/<hash>.lock``):
           the kernel releases it when the holder closes it or dies, so a ``kill -9`` leaves no
           stale claim, with no liveness polling and no pid-reuse ambiguity. ``flock`` locks belong
@@ -65,6 +98,7 @@ class SQLiteCheckpointer:
         path: the database file (created with its tables if missing).
         durable: ``synchronous=FULL`` (default) or ``NORMAL`` (see above).
         timeout: seconds a writer waits for another writer's transaction before failing.
+        snapshot_every: a full row every this many steps (1: every row full, no deltas).
 
     Example:
         >>> import tempfile
@@ -75,15 +109,29 @@ class SQLiteCheckpointer:
         >>> cp.close()
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, durable: bool = True, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durable: bool = True,
+        timeout: float = 30.0,
+        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+    ) -> None:
+        if snapshot_every < 1:
+            raise ValueError(f"snapshot_every must be >= 1, got {snapshot_every}")
         self.path = Path(path)
+        self.snapshot_every = snapshot_every
+        self._cache = PayloadCache()
         self._durable = durable
         self._timeout = timeout
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: builtins.list[sqlite3.Connection] = []
         self._claims_dir = self.path.with_name(self.path.name + ".claims")
-        self._connect()  # create the schema now: a bad path fails here, not at the first put
+        try:
+            self._connect()  # create the schema now: a bad path fails here, not at the first put
+        except sqlite3.DatabaseError as err:
+            raise CheckpointStoreUnavailable(f"sqlite {self.path}", str(err)) from err
 
     def __repr__(self) -> str:
         return f"SQLiteCheckpointer({str(self.path)!r})"
@@ -106,52 +154,76 @@ class SQLiteCheckpointer:
     def _where(self, thread_id: str, step: int) -> str:
         return f"sqlite {self.path}, thread {thread_id!r} step {step}"
 
+    @_store_errors
     def put(self, checkpoint: Checkpoint) -> None:
         """See :meth:`stateflow.checkpoint.Checkpointer.put`."""
         c = checkpoint
-        body = c.to_json()
         parent_thread, parent_step = c.parent if c.parent is not None else (None, None)
-        row = (c.thread_id, c.step, c.flow_name, c.state, str(c.status), c.created_at, parent_thread, parent_step, body)
         conn = self._connect()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            (latest,) = conn.execute("SELECT MAX(step) FROM checkpoints WHERE thread_id = ?", (c.thread_id,)).fetchone()
+            latest = self._latest_step(conn, c.thread_id)
             if c.step != (0 if latest is None else latest + 1):
                 raise CheckpointConflict(c.thread_id, c.step, latest)
-            conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            body, payload = encode_row(c, self._base(conn, c), self.snapshot_every)
+            row = (c.thread_id, c.step, c.flow_name, c.state, str(c.status), c.created_at, parent_thread, parent_step)
+            conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*row, body))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        with self._lock:
+            self._cache.remember(c.thread_id, c.step, payload)
+
+    def _base(self, conn: sqlite3.Connection, checkpoint: Checkpoint) -> dict[str, Any] | None:
+        """The payload of the step before ``checkpoint`` (``None``: write it full)."""
+        if checkpoint.step == 0 or checkpoint.step % self.snapshot_every == 0:
+            return None
+        with self._lock:
+            cached = self._cache.get(checkpoint.thread_id, checkpoint.step - 1)
+        if cached is not None:
+            return cached
+        try:
+            self._read(conn, checkpoint.thread_id, checkpoint.step - 1)  # caches its payload
+        except CheckpointCorrupt:
+            return None  # an unreadable base: this row starts afresh, full
+        with self._lock:
+            return self._cache.get(checkpoint.thread_id, checkpoint.step - 1)
 
     def _latest_step(self, conn: sqlite3.Connection, thread_id: str) -> int | None:
         (latest,) = conn.execute("SELECT MAX(step) FROM checkpoints WHERE thread_id = ?", (thread_id,)).fetchone()
         return latest
 
+    def _read(self, conn: sqlite3.Connection, thread_id: str, step: int) -> Checkpoint:
+        """Decode ``step`` from its window of rows; it must exist."""
+        rows = conn.execute(
+            "SELECT step, body FROM checkpoints WHERE thread_id = ? AND step BETWEEN ? AND ? ORDER BY step",
+            (thread_id, window_start(step, self.snapshot_every), step),
+        ).fetchall()
+        decoded, payload = decode_rows(rows, thread_id, lambda s: self._where(thread_id, s))
+        with self._lock:
+            self._cache.remember(thread_id, step, payload)
+        return decoded[-1]
+
+    @_store_errors
     def latest(self, thread_id: str) -> Checkpoint | None:
         """See :meth:`stateflow.checkpoint.Checkpointer.latest`."""
-        row = (
-            self._connect()
-            .execute(
-                "SELECT step, body FROM checkpoints WHERE thread_id = ? ORDER BY step DESC LIMIT 1",
-                (thread_id,),
-            )
-            .fetchone()
-        )
-        return None if row is None else Checkpoint.from_json(row[1], where=self._where(thread_id, row[0]))
+        conn = self._connect()
+        step = self._latest_step(conn, thread_id)
+        return None if step is None else self._read(conn, thread_id, step)
 
+    @_store_errors
     def get(self, thread_id: str, step: int) -> Checkpoint:
         """See :meth:`stateflow.checkpoint.Checkpointer.get`."""
         conn = self._connect()
-        query = "SELECT body FROM checkpoints WHERE thread_id = ? AND step = ?"
-        row = conn.execute(query, (thread_id, step)).fetchone()
-        if row is None:
-            latest = self._latest_step(conn, thread_id)
-            if latest is None:
-                raise ThreadNotFound(thread_id, f"sqlite {self.path}")
+        latest = self._latest_step(conn, thread_id)
+        if latest is None:
+            raise ThreadNotFound(thread_id, f"sqlite {self.path}")
+        if not 0 <= step <= latest:
             raise CheckpointNotFound(thread_id, step, latest, f"sqlite {self.path}")
-        return Checkpoint.from_json(row[0], where=self._where(thread_id, step))
+        return self._read(conn, thread_id, step)
 
+    @_store_errors
     def list(self, thread_id: str) -> builtins.list[Checkpoint]:
         """See :meth:`stateflow.checkpoint.Checkpointer.list`."""
         rows = (
@@ -161,8 +233,9 @@ class SQLiteCheckpointer:
         )
         if not rows:
             raise ThreadNotFound(thread_id, f"sqlite {self.path}")
-        return [Checkpoint.from_json(body, where=self._where(thread_id, step)) for step, body in rows]
+        return decode_rows(rows, thread_id, lambda s: self._where(thread_id, s), strict=True)[0]
 
+    @_store_errors
     def threads(self) -> builtins.list[ThreadInfo]:
         """See :meth:`stateflow.checkpoint.Checkpointer.threads`."""
         return [

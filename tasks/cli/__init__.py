@@ -1,8 +1,9 @@
 """The evaluation application's part of the ``stateflow`` command (a core CLI plugin).
 
 :data:`PLUGIN` is declared in ``pyproject.toml`` under the ``stateflow.plugins`` entry points;
-the core CLI loads it and gets the commands ``run``, ``report``, ``compare``, ``archive``, ``demo``,
-``data`` and ``bench paper``, and the named flows of every registered benchmark (``stateflow graph intercode-sql``).
+the core CLI loads it and gets the commands ``run``, ``resume``, ``threads``, ``history``, ``report``,
+``compare``, ``archive``, ``demo``, ``data`` and ``bench paper``, and the named flows of every
+registered benchmark (``stateflow graph intercode-sql``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ __all__ = ["PLUGIN", "registered_flows"]
 
 
 def _register(app: typer.Typer) -> None:
-    from stateflow.tasks.cli import bench, data, results, run
+    from stateflow.tasks.cli import bench, data, results, run, threads
 
     run.register(app)
+    threads.register(app)
     results.register(app)
     data.register(app)
     bench.register(app)
@@ -29,7 +31,7 @@ def _register(app: typer.Typer) -> None:
 
 def registered_flows() -> dict[str, Callable[[], Flow]]:
     """The named flows of every benchmark in the registry (first benchmark to name one keeps it)."""
-    from stateflow.tasks.registry import default_registry
+    from stateflow.tasks.harness.registry import default_registry
 
     out: dict[str, Callable[[], Flow]] = {}
     for bench in default_registry():

@@ -1,11 +1,11 @@
 """`stateflow bench paper`: the paper's comparison, reproduced offline, in one resumable command.
 
-It runs every method of :data:`stateflow.tasks.paper.PAPER_BENCHMARKS` with every model of
-``--models`` (:func:`stateflow.tasks.paper.run_paper`), one results directory per pair under
-``--out``, then writes the tables and plots (:func:`stateflow.tasks.paper_report.write_paper_docs`).
+It runs every method of :data:`stateflow.tasks.harness.paper.PAPER_BENCHMARKS` with every model of
+``--models`` (:func:`stateflow.tasks.harness.paper.run_paper`), one results directory per pair under
+``--out``, then writes the tables and plots (:func:`stateflow.tasks.reports.paper_report.write_paper_docs`).
 Re-running the same command resumes; with everything recorded it only rewrites the documents.
 The records behind the documents are kept, without traces, in ``docs/data/paper/`` (``--archive``,
-see :mod:`stateflow.tasks.archive`), so they survive the machine that ran them.
+see :mod:`stateflow.tasks.harness.archive`), so they survive the machine that ran them.
 
 At full size (the defaults) it runs 12 SQL methods x 100 Spider dev tasks and 6 Bash methods x 50
 NL2Bash tasks with each of the two embedded models: 3,000 episodes, a day or more on 2 cores.
@@ -75,13 +75,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List every recipe evaluated on the held-out sample, with how many of its family came before.
 
-        Rewrites the section between the `heldout` markers of --results (see stateflow.tasks.heldout);
+        Rewrites the section between the `heldout` markers of --results (see stateflow.tasks.reports.heldout);
         prints the same table.
         """
-        from stateflow.tasks.doc_sections import SectionMarkers, write_section
-        from stateflow.tasks.episode_record import InvalidRecordError
-        from stateflow.tasks.heldout import heldout_evaluations, heldout_section, heldout_tasks, load_unarchived
-        from stateflow.tasks.metrics import load_results
+        from stateflow.tasks.kit.episode_record import InvalidRecordError
+        from stateflow.tasks.reports.doc_sections import SectionMarkers, write_section
+        from stateflow.tasks.reports.heldout import heldout_evaluations, heldout_section, heldout_tasks, load_unarchived
+        from stateflow.tasks.reports.metrics import load_results
 
         console = Console(stderr=True)
         if archives:
@@ -171,8 +171,8 @@ def register(app: typer.Typer) -> None:
         and --no-run rebuilds the documents from the archive alone.
         """
         from stateflow.tasks.cli.run import _announce, _assignment, _auto_grammar
-        from stateflow.tasks.paper import PaperModel, PaperRun, paper_benchmarks, run_paper
-        from stateflow.tasks.paper_report import PaperDocs, write_paper_docs
+        from stateflow.tasks.harness.paper import PaperModel, PaperRun, paper_benchmarks, run_paper
+        from stateflow.tasks.reports.paper_report import PaperDocs, write_paper_docs
 
         console = Console(stderr=True)
         names = _split(benchmarks)
@@ -210,8 +210,8 @@ def register(app: typer.Typer) -> None:
         if any(o.records for o in outcomes):
             command = "stateflow " + shlex.join(sys.argv[1:])
             date = datetime.now(UTC).strftime("%Y-%m-%d")
-            from stateflow.tasks.gold_check import gold_replays
-            from stateflow.tasks.metrics import load_results
+            from stateflow.tasks.reports.gold_check import gold_replays
+            from stateflow.tasks.reports.metrics import load_results
 
             archived = sorted(gold.glob("*.jsonl")) if gold.is_dir() else []
             replays = gold_replays(load_results([str(p) for p in archived])) if archived else []

@@ -25,8 +25,8 @@ from stateflow.errors import ConfigError
 if TYPE_CHECKING:  # the commands import their modules when run, to keep `stateflow --help` fast
     from collections.abc import Sequence
 
-    from stateflow.tasks.episode_record import EpisodeRecord
-    from stateflow.tasks.paired import PairedComparison
+    from stateflow.tasks.kit.episode_record import EpisodeRecord
+    from stateflow.tasks.reports.paired import PairedComparison
 
 __all__ = ["parse_side", "register"]
 
@@ -52,17 +52,21 @@ def _show_tasks(
 
 def parse_side(side: str) -> tuple[Path, str | None, str | None]:
     """``PATH``, ``PATH:METHOD`` or ``PATH:METHOD@SETTING`` -> (path, method, setting), the absent
-    parts ``None``; a path that exists as written wins.
+    parts ``None``; a path that exists as written wins. ``METHOD`` may itself hold colons: a user's
+    flow run as ``module:attribute`` is selected as ``PATH:module:attribute`` (the longest
+    existing path before a colon is the path).
 
     Raises:
-        ConfigError: neither the whole text nor the part before the last ``:`` is an existing path.
+        ConfigError: neither the whole text nor a part before one of its ``:`` is an existing path.
     """
     if Path(side).exists():
         return Path(side), None, None
-    path, sep, method = side.rpartition(":")
-    method, at, setting = method.partition("@")
-    if sep and path and method and (setting or not at) and Path(path).exists():
-        return Path(path), method, setting or None
+    cuts = [i for i, ch in enumerate(side) if ch == ":" and i > 0 and Path(side[:i]).exists()]
+    if cuts:
+        path, rest = side[: cuts[-1]], side[cuts[-1] + 1 :]
+        method, at, setting = rest.partition("@")
+        if method and (setting or not at):
+            return Path(path), method, setting or None
     raise ConfigError(
         f"{side}: no results there; give a results directory or file, optionally as PATH:METHOD[@SETTING]"
     )
@@ -104,8 +108,8 @@ def register(app: typer.Typer) -> None:
         one. The archive reads like a results file: `stateflow report` and `stateflow compare`
         take it, and `stateflow bench paper` resumes from its own (docs/data/paper).
         """
-        from stateflow.tasks.archive import RecordArchive
-        from stateflow.tasks.metrics import load_results
+        from stateflow.tasks.harness.archive import RecordArchive
+        from stateflow.tasks.reports.metrics import load_results
 
         records = load_results(dirs)
         if not records:
@@ -137,8 +141,8 @@ def register(app: typer.Typer) -> None:
         """Compare two methods on the tasks both finished: success with its 95 % Wilson interval, won / lost,
         the exact McNemar test on them, tokens, time."""
         from stateflow.tasks.cli.run import _table_console
-        from stateflow.tasks.metrics import load_results
-        from stateflow.tasks.paired import compare, side_records
+        from stateflow.tasks.reports.metrics import load_results
+        from stateflow.tasks.reports.paired import compare, side_records
 
         sides, labels = [], []
         for text in (baseline, candidate):

@@ -6,7 +6,6 @@ command through the plugin in :mod:`stateflow.tasks.cli`.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -14,15 +13,17 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.text import Text
 from stateflow.tasks.cli.stopping import stop_on_signals
+from stateflow.tasks.cli.threads import CheckpointsOption
+from stateflow.tasks.kit.levers import RECIPE_SEPARATOR
 
 from stateflow.backends.providers import capabilities
 from stateflow.errors import ConfigError
 from stateflow.profiles import ModelAssignment, load_config, parse_model_options
 
 if TYPE_CHECKING:  # the registry imports every benchmark: only once a command runs
-    from stateflow.tasks.registry import BenchmarkRegistry
+    from stateflow.tasks.harness.registry import BenchmarkRegistry
+    from stateflow.tasks.kit.benchmark import Method
 
 __all__ = ["register"]
 
@@ -90,7 +91,7 @@ def _executor(kind: Executor, address: str | None, models: ModelAssignment | Non
         if address:
             raise ConfigError("--ray-address needs --executor ray")
         return {}
-    from stateflow.tasks.ray_executor import ray_executor_factory  # imports ray: only when asked for
+    from stateflow.tasks.harness.ray_executor import ray_executor_factory  # imports ray: only when asked for
 
     return {"executor_factory": ray_executor_factory(address, models, num_cpus=cpus)}
 
@@ -102,8 +103,8 @@ def _table_console() -> Console:
 
 
 def _print_results(console: Console, records: list[dict], title: str) -> None:
-    from stateflow.tasks.metrics import summarize
-    from stateflow.tasks.report import metrics_table
+    from stateflow.tasks.reports.metrics import summarize
+    from stateflow.tasks.reports.report import metrics_table
 
     if records:
         console.print(metrics_table(summarize(records), title=title))
@@ -111,7 +112,7 @@ def _print_results(console: Console, records: list[dict], title: str) -> None:
 
 def _print_gold_check(console: Console, records: list, repeats: int) -> None:
     """The oracle's replays: the tasks whose gold reward differed between fresh replays."""
-    from stateflow.tasks.gold_check import gold_replays
+    from stateflow.tasks.reports.gold_check import gold_replays
 
     replays = gold_replays(records)
     unstable = [g for g in replays if not g.stable]
@@ -212,7 +213,15 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option(min=0.0, max=2.0, help="sample every model at this temperature (a new setting)"),
         ] = None,
+        thread: Annotated[
+            str | None,
+            typer.Option(help="with a flow target: save the run as this thread (continues it if it exists)"),
+        ] = None,
+        checkpoints: CheckpointsOption = None,
         list_methods: Annotated[bool, typer.Option("--list-methods", help="list methods and exit")] = False,
+        explain: Annotated[
+            str | None, typer.Option("--explain", help="print a method's recipe, levers and measured effects, and exit")
+        ] = None,
         no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
         # -- pdoctor only (synthesized planning requests; they become the dataset's name) --
         actions: Annotated[str, typer.Option(help="pdoctor: actions per request, LO:HI (inclusive)")] = "3:8",
@@ -227,26 +236,29 @@ def register(app: typer.Typer) -> None:
         A method is a name from --list-methods or a flow of yours as module:attribute (imported
         from the current directory), evaluated with the same records, resume and report.
         """
-        from stateflow.tasks.benchmark import DatasetRequest
-        from stateflow.tasks.registry import default_registry
-        from stateflow.tasks.runner import RunSpec
+        from stateflow.tasks.harness.registry import default_registry
+        from stateflow.tasks.harness.runner import RunSpec
+        from stateflow.tasks.kit.benchmark import DatasetRequest
 
         console = Console(stderr=True)
         registry = default_registry()
         if list_methods:
-            _list_methods(registry)
+            _list_methods(registry, target if target in registry else None)
+            return
+        if explain is not None:
+            _explain(registry, target if target in registry else None, explain)
             return
         if target is None:
             raise typer.BadParameter("give a benchmark or flow (or --list-methods)", param_hint="TARGET")
         assignment, label = _assignment(model or [], config)
         if temperature is not None:
-            from stateflow.tasks.repeats import with_temperature
+            from stateflow.tasks.harness.repeats import with_temperature
 
             assignment = with_temperature(assignment, temperature)
         if target not in registry:
             if repeats > 1:
                 raise ConfigError(f"--repeats {repeats} applies to benchmark runs, not to one flow run on --task")
-            _run_flow(target, task, assignment, console, registry)
+            _run_flow(target, task, assignment, console, registry, thread, checkpoints)
             return
         bench = registry.get(target)
         if sql_database_scope is not None and not bench.database_scope:
@@ -280,7 +292,7 @@ def register(app: typer.Typer) -> None:
             mix_settings=mix_settings,
             order=order.value,
         )
-        from stateflow.tasks.repeats import check_repeats, repeat_rows, repeat_table, run_repeats
+        from stateflow.tasks.harness.repeats import check_repeats, repeat_rows, repeat_table, run_repeats
 
         check_repeats(assignment, repeats, oracle=spec.oracle)  # before any model starts
         chosen = _executor(executor, ray_address, None if spec.oracle else assignment, ray_worker_cpus)
@@ -311,8 +323,8 @@ def register(app: typer.Typer) -> None:
         by_hardness: Annotated[bool, typer.Option(help="also print the table by hardness")] = False,
     ) -> None:
         """Print the paper-style table and write plots and an HTML report."""
-        from stateflow.tasks.metrics import GROUP_KEYS, load_results, summarize
-        from stateflow.tasks.report import metrics_table, write_report
+        from stateflow.tasks.reports.metrics import GROUP_KEYS, load_results, summarize
+        from stateflow.tasks.reports.report import metrics_table, write_report
 
         records = load_results(dirs)
         if not records:
@@ -322,7 +334,7 @@ def register(app: typer.Typer) -> None:
         if by_hardness:
             keys = (*GROUP_KEYS, "hardness")
             console.print(metrics_table(summarize(records, keys), keys, title="by hardness"))
-        from stateflow.tasks.repeats import recorded_repeats, repeat_rows, repeat_table
+        from stateflow.tasks.harness.repeats import recorded_repeats, repeat_rows, repeat_table
 
         k = recorded_repeats(records)
         if k > 1:  # records of `run --repeats K`: pass@1 with its interval, pass@K, pass^K, flips
@@ -331,7 +343,7 @@ def register(app: typer.Typer) -> None:
                 console.print(repeat_table(rows))
             if any(r.models == "oracle" for r in records):
                 _print_gold_check(console, records, k)
-        from stateflow.tasks.report_pdoctor import pdoctor_tables  # pdoctor: by number of actions and error class
+        from stateflow.tasks.pdoctor.report import pdoctor_tables  # pdoctor: by number of actions and error class
 
         for table in pdoctor_tables(records):
             console.print(table)
@@ -357,20 +369,21 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """StateFlow and SF_Agent on demo SQL and Bash tasks, then the table and the report.
 
-        With the embedded model the SQL part uses the tuned variant by default (the schema shown
-        up front, one-line replies, column hints; the best SQL flow measured on the development
-        sample, docs/results.md): the paper's flow rarely succeeds with a 1.5B model and takes
-        several times longer. With any other model, or --flow paper, it runs the paper's flow.
+        With the embedded model the SQL part uses the best preset by default
+        (stateflow.tasks.sql.benchmark.BEST_SQL_SUFFIX, chosen there by measured quality and time
+        per task): the paper's flow rarely succeeds with a 1.5B model and takes several times
+        longer. With any other model, or --flow paper, it runs the paper's flow.
         """
-        from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL, TUNED_SQL_SUFFIX
-        from stateflow.tasks.metrics import summarize
-        from stateflow.tasks.report import metrics_table, write_report
-        from stateflow.tasks.runner import RunSpec, evaluate
+        from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+        from stateflow.tasks.harness.runner import RunSpec, evaluate
+        from stateflow.tasks.reports.metrics import summarize
+        from stateflow.tasks.reports.report import metrics_table, write_report
+        from stateflow.tasks.sql.benchmark import BEST_SQL_SUFFIX, INTERCODE_SQL
 
         variants = {
             "paper": ("", "the paper's (Init runs SHOW TABLES)"),
             "schema": ("_schema", "schema variant (Init lists every table's columns)"),
-            "tuned": (TUNED_SQL_SUFFIX, f"tuned variant {TUNED_SQL_SUFFIX[1:]!r} (schema up front, one-line replies)"),
+            "tuned": (BEST_SQL_SUFFIX, f"the best preset {BEST_SQL_SUFFIX[1:]!r} (stateflow.tasks.sql.benchmark)"),
         }
         if flow not in (*variants, "auto"):
             raise ConfigError(f"--flow {flow!r}: choose {', '.join(variants)} or auto")
@@ -413,22 +426,76 @@ def register(app: typer.Typer) -> None:
         console.print(f"report: {paths['html']}   results: {out / 'results.jsonl'}")
 
 
-def _list_methods(registry: BenchmarkRegistry) -> None:
-    """One line per method name: the benchmarks it applies to and its description."""
+def _list_methods(registry: BenchmarkRegistry, target: str | None = None) -> None:
+    """One line per method, grouped by family: its name, the benchmarks it applies to, what it is.
+
+    With ``target`` (a benchmark), that benchmark's methods only. A method name shared by
+    several benchmarks is one line (its description from the first that has it).
+    """
+    benches = [registry.get(target)] if target is not None else list(registry)
+    families: dict[str, dict[str, Method]] = {}
     applies: dict[str, list[str]] = {}
-    described: dict[str, str] = {}
-    for bench in registry:
+    for bench in benches:
         for name, m in bench.methods.items():
             applies.setdefault(name, []).append(bench.domain)
-            described.setdefault(name, m.description)
-    for name, domains in applies.items():
-        typer.echo(f"{name:22} {','.join(domains):9} {described[name]}")
+            families.setdefault(m.family or "other", {}).setdefault(name, m)
+    for family, methods in families.items():
+        typer.echo(f"# {family}")
+        for name, m in methods.items():
+            typer.echo(f"{name:29} {','.join(applies[name]):19} {m.description}")
+    with_levers = [b for b in benches if b.levers is not None]
+    for bench in with_levers:
+        typer.echo(f"# levers of {bench.name}: add them to a recipe, e.g. --method 'sf_agent_hint+values'")
+        for lever in bench.levers or ():
+            typer.echo(f"+{lever.name:28} {bench.domain:19} {lever.about}")
+
+
+def _explain(registry: BenchmarkRegistry, target: str | None, name: str) -> None:
+    """Print what ``name`` is on ``target`` (or the first benchmark that has it): its recipe,
+    and each lever's description, needs and measured effect.
+
+    Raises:
+        ValueError: no benchmark has such a method (or the recipe's levers do not fit).
+    """
+    from stateflow.tasks.agents.methods import resolve_method
+
+    benches = [registry.get(target)] if target is not None else list(registry)
+    for bench in benches:
+        try:
+            method = resolve_method(bench, name)
+        except ValueError:
+            if target is not None or bench is benches[-1]:
+                raise
+            continue
+        typer.echo(f"{method.name} on {bench.name}: {method.description}")
+        recipe = method.recipe
+        if recipe is None or bench.levers is None:
+            typer.echo("not a recipe: a method of its own (no levers)")
+            return
+        typer.echo(f"recipe: {recipe.base} flow, {recipe.view} view, levers: {', '.join(recipe.levers) or '(none)'}")
+        typer.echo(f"as a command line: --method {RECIPE_SEPARATOR.join([recipe.view, *recipe.levers])}")
+        if recipe.parent:
+            typer.echo(f"extends: {recipe.parent}")
+        for lever_name in recipe.levers:
+            lever = bench.levers.get(lever_name)
+            typer.echo(f"  + {lever.name}: {lever.about}")
+            if lever.needs:
+                typer.echo(f"      needs: {', '.join(lever.needs)}")
+            typer.echo(f"      measured: {lever.effect or 'not measured'}")
+        return
 
 
 def _run_flow(
-    ref: str, task: str | None, assignment: ModelAssignment, console: Console, registry: BenchmarkRegistry
+    ref: str,
+    task: str | None,
+    assignment: ModelAssignment,
+    console: Console,
+    registry: BenchmarkRegistry,
+    thread: str | None = None,
+    checkpoints: str | None = None,
 ) -> None:
     from stateflow.tasks.cli import registered_flows
+    from stateflow.tasks.cli.threads import print_run
 
     from stateflow.cli.flows import resolve_flow
     from stateflow.runtime import run
@@ -437,10 +504,14 @@ def _run_flow(
         raise ConfigError(f"{ref!r} is not a benchmark ({', '.join(registry.names())}); give --task TEXT to run it")
     flow = resolve_flow(ref, registered_flows())
     _announce(console, assignment)
-    result = run(flow, task, models=assignment)
-    for m in result.history:
-        # Model output is hostile: printed as plain text, never as markup ("[/INST]" must not crash).
-        console.print(Text.assemble((f"{m.state}/{m.kind.value}", "dim"), f" {m.name}: {m.content}"), highlight=False)
-    typer.echo(
-        json.dumps({k: result.to_dict()[k] for k in ("exit_state", "stop_reason", "path", "usage_by_state")}, indent=2)
-    )
+    if thread is None and checkpoints is None:
+        result = run(flow, task, models=assignment)
+    else:
+        from stateflow.checkpoint.location import open_checkpointer
+
+        store = open_checkpointer(checkpoints)
+        try:
+            result = run(flow, task, models=assignment, thread_id=thread, checkpointer=store, flow_ref=ref)
+        finally:
+            store.close()
+    print_run(console, result)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from stateflow.envs.sql.tasks import load_task_file
-from stateflow.tasks.paper import PAPER_BENCHMARKS
+from stateflow.tasks.harness.paper import PAPER_BENCHMARKS
 
 from stateflow.paths import resource_path
 from stateflow.testing.fake_openai import FakeOpenAIServer

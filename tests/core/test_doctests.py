@@ -14,6 +14,7 @@ MODULES = [
     "stateflow.checkpoint.record",
     "stateflow.checkpoint.memory",
     "stateflow.checkpoint.sqlite",
+    "stateflow.checkpoint.delta",
     "stateflow.errors",
 ]
 

@@ -1,4 +1,5 @@
-"""The dependency direction the project promises: ``tasks -> sf_agent/envs -> stateflow`` (core).
+"""The dependency direction the project promises: ``tasks -> sf_agent/envs -> stateflow`` (core),
+and inside ``tasks/`` the rooms: ``cli -> reports -> harness -> sql | bash | pdoctor -> agents -> kit``.
 
 Checked on the source by AST, every import statement (top-level or inside a function), so a lazy
 import cannot hide a dependency. A module's layer is the repository folder its file lives in
@@ -50,12 +51,68 @@ def test_layer_imports_nothing_above_it(folder: str) -> None:
     assert violations(folder) == []
 
 
+# The application's rooms (tasks/<room>/) -> the rooms each may import, itself included.
+# kit <- agents <- benchmarks (sql, bash, pdoctor: never each other) <- harness <- reports <- cli.
+_BENCHMARKS = ("sql", "bash", "pdoctor")
+ROOMS: dict[str, frozenset[str]] = {
+    "kit": frozenset({"kit"}),
+    "agents": frozenset({"kit", "agents"}),
+    **{b: frozenset({"kit", "agents", b}) for b in _BENCHMARKS},
+    "harness": frozenset({"kit", "agents", *_BENCHMARKS, "harness"}),
+    "reports": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports"}),
+    "cli": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports", "cli"}),
+}
+
+
+def room_violations(room: str, root: Path = ROOT) -> list[str]:
+    """``path:line imports stateflow.tasks.<room>`` for each import ``ROOMS[room]`` does not allow."""
+    found: list[str] = []
+    for path in sorted((root / "tasks" / room).rglob("*.py")):
+        for line, module in imported_modules(path):
+            parts = module.split(".")
+            if parts[:2] != ["stateflow", "tasks"]:
+                continue
+            target = parts[2] if len(parts) > 2 else ""  # `from stateflow import tasks`: no room
+            entry = f"{path.relative_to(root)}:{line} imports stateflow.tasks.{target}"
+            if target not in ROOMS[room] and entry not in found:
+                found.append(entry)
+    return found
+
+
+def test_tasks_holds_only_rooms() -> None:
+    # Every module lives in a room, so every module is under one of the rules below.
+    loose = sorted(p.name for p in (ROOT / "tasks").glob("*.py") if p.name != "__init__.py")
+    rooms = sorted(p.name for p in (ROOT / "tasks").iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    assert loose == []
+    assert rooms == sorted(ROOMS)
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS))
+def test_room_imports_only_the_rooms_below_it(room: str) -> None:
+    assert room_violations(room) == []
+
+
+def test_the_room_check_sees_a_benchmark_importing_another(tmp_path: Path) -> None:
+    # The checker itself: a benchmark room reaching into another benchmark, or the kit reaching
+    # into a benchmark (what tools.execute once did with the SQL rebind), is reported.
+    for room, source in {
+        "sql": "from stateflow.tasks.bash.flow import build_bash_flow\n",
+        "kit": "def f():\n    from stateflow.tasks.sql.rebind import rebind_columns\n",
+        "harness": "from stateflow.tasks.sql.benchmark import INTERCODE_SQL\n",
+    }.items():
+        (tmp_path / "tasks" / room).mkdir(parents=True)
+        (tmp_path / "tasks" / room / "m.py").write_text(source)
+    assert room_violations("sql", tmp_path) == ["tasks/sql/m.py:1 imports stateflow.tasks.bash"]
+    assert room_violations("kit", tmp_path) == ["tasks/kit/m.py:2 imports stateflow.tasks.sql"]
+    assert room_violations("harness", tmp_path) == []
+
+
 def test_the_check_sees_lazy_and_from_imports(tmp_path: Path) -> None:
     # The checker itself: a function-level import and a `from stateflow import tasks` both count.
     source = tmp_path / "m.py"
-    source.write_text("def f():\n    from stateflow.tasks.runner import evaluate\nfrom stateflow import envs\n")
+    source.write_text("def f():\n    from stateflow.tasks.harness.runner import evaluate\nfrom stateflow import envs\n")
     modules = [m for _, m in imported_modules(source)]
-    assert "stateflow.tasks.runner" in modules and "stateflow.envs" in modules
+    assert "stateflow.tasks.harness.runner" in modules and "stateflow.envs" in modules
 
 
 def test_core_cli_commands_are_the_core_ones_and_plugins_add_the_rest() -> None:

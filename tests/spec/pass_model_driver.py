@@ -61,11 +61,11 @@ def scorer() -> dict:
 
 
 def pass_episode() -> dict:
-    from stateflow.tasks.benchmarks import INTERCODE_SQL
-    from stateflow.tasks.blackboard import episode_vars
-    from stateflow.tasks.runner import RunSpec, open_env
-    from stateflow.tasks.spec_agents import SpecAgentConfig, build_spec_agent
-    from stateflow.tasks.spec_prompts import SQL_SPEC_DOMAIN
+    from stateflow.tasks.agents.spec_agents import SpecAgentConfig, build_spec_agent
+    from stateflow.tasks.harness.runner import RunSpec, open_env
+    from stateflow.tasks.kit.blackboard import episode_vars
+    from stateflow.tasks.kit.spec_prompts import SQL_SPEC_DOMAIN
+    from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
     import stateflow
     from stateflow.profiles import BUILTIN_PROFILES
@@ -75,9 +75,7 @@ def pass_episode() -> dict:
     flow = build_spec_agent(
         "pass", "grammar", SQL_SPEC_DOMAIN, prefix="sql", fmt=INTERCODE_SQL.observation, config=config
     )
-    env = open_env(
-        RunSpec("intercode-sql", ("spec_pass_grammar",), stateflow.ModelAssignment.of(profile), "x", out=None)
-    )
+    env = open_env(RunSpec(INTERCODE_SQL, ("spec_pass_grammar",), stateflow.ModelAssignment.of(profile), "x", out=None))
     try:
         env.reset(0)
         with warnings.catch_warnings():

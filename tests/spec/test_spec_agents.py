@@ -5,11 +5,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL
-from stateflow.tasks.blackboard import episode_vars
-from stateflow.tasks.runner import RunSpec, evaluate, open_env
-from stateflow.tasks.spec_agents import ENFORCEMENTS, SPEC_AGENTS, SpecAgentConfig, build_spec_agent
-from stateflow.tasks.spec_prompts import BASH_SPEC_DOMAIN, SQL_SPEC_DOMAIN, example_transcript
+from stateflow.tasks.agents.spec_agents import ENFORCEMENTS, SPEC_AGENTS, SpecAgentConfig, build_spec_agent
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.runner import RunSpec, evaluate, open_env
+from stateflow.tasks.kit.blackboard import episode_vars
+from stateflow.tasks.kit.spec_prompts import BASH_SPEC_DOMAIN, SQL_SPEC_DOMAIN, example_transcript
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 import stateflow
 from stateflow import ModelAssignment, ModelProfile
@@ -55,7 +56,7 @@ def react_model(messages, params):
 @pytest.mark.parametrize("mode", ENFORCEMENTS)
 def test_react_spec_agent_records_like_any_method(tmp_path, sql_available, mode):
     spec = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         (f"spec_react_{mode}",),
         models=ModelAssignment.of(PROFILE),
         models_label="default=scripted-spec",
@@ -117,7 +118,7 @@ def test_pass_runs_listed_actions_as_one_step_and_keeps_the_better_scored_text(s
         fmt=INTERCODE_SQL.observation,
         config=SpecAgentConfig("pass", "monitor", scorer=scorer, alpha=0),
     )
-    env = open_env(RunSpec("intercode-sql", ("spec_pass_monitor",), ModelAssignment.of(PROFILE), "x", out=None))
+    env = open_env(RunSpec(INTERCODE_SQL, ("spec_pass_monitor",), ModelAssignment.of(PROFILE), "x", out=None))
     try:
         env.reset(0)
         result = stateflow.run(
@@ -151,7 +152,7 @@ def test_an_episode_over_its_time_budget_ends_is_scored_and_keeps_its_usage(sql_
     flow = build_spec_agent(
         "react", "monitor", SQL_SPEC_DOMAIN, prefix="sql", fmt=INTERCODE_SQL.observation, config=config
     )
-    env = open_env(RunSpec("intercode-sql", ("spec_react_monitor",), ModelAssignment.of(PROFILE), "x", out=None))
+    env = open_env(RunSpec(INTERCODE_SQL, ("spec_react_monitor",), ModelAssignment.of(PROFILE), "x", out=None))
     try:
         env.reset(0)
         result = stateflow.run(

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 from stateflow.envs.datasets import DataNotFoundError, locate_intercode_dir
-from stateflow.tasks.runner import RunSpec, RunSummary, evaluate
+from stateflow.tasks.harness.registry import default_registry
+from stateflow.tasks.harness.runner import RunSpec, RunSummary, evaluate
 
 from tests.tasks.test_runner import ORACLE_SPEC
 
@@ -59,7 +60,9 @@ def full_oracle_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, 
     def run(benchmark: str, dataset: str) -> RunSummary:
         if (benchmark, dataset) not in done:
             out = tmp_path_factory.mktemp(f"oracle-{dataset}")
-            spec = RunSpec(benchmark, ("stateflow",), out=out, dataset=dataset, workers=2, **ORACLE_SPEC)
+            spec = RunSpec(
+                default_registry().get(benchmark), ("stateflow",), out=out, dataset=dataset, workers=2, **ORACLE_SPEC
+            )
             done[benchmark, dataset] = evaluate(spec, progress=False)
         return done[benchmark, dataset]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from stateflow.tasks.actions import parse_action, statement_kind
+from stateflow.tasks.kit.actions import parse_action, statement_kind
 
 
 @pytest.mark.parametrize(

@@ -14,11 +14,12 @@ import threading
 from dataclasses import replace
 
 from rich.console import Console
-from stateflow.tasks.archive import RecordArchive, compact
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.paper import PaperModel, PaperRun, paper_benchmarks, run_paper
-from stateflow.tasks.paper_report import method_cells
-from stateflow.tasks.runner import RunSpec, evaluate
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.archive import RecordArchive, compact
+from stateflow.tasks.harness.paper import PaperModel, PaperRun, paper_benchmarks, run_paper
+from stateflow.tasks.harness.runner import RunSpec, evaluate
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.reports.paper_report import method_cells
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
@@ -117,7 +118,7 @@ def _profile(name: str = "m") -> ModelProfile:
 def _spec(out, archive, **kw) -> RunSpec:
     script = ScriptedLLM(["Thought: done.\nAction: submit"], cycle=True)
     base = RunSpec(
-        "intercode-bash",
+        INTERCODE_BASH,
         ("react",),
         models=ModelAssignment.of(_profile()),
         models_label="default=m",

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 from stateflow.envs.base import Task
-from stateflow.tasks.benchmark import Benchmark, EnvOptions, Method
-from stateflow.tasks.benchmarks import BUILTIN_BENCHMARKS, INTERCODE_BASH, INTERCODE_SQL
-from stateflow.tasks.methods import build_method, resolve_method
-from stateflow.tasks.metrics import summarize
-from stateflow.tasks.registry import BenchmarkRegistry, default_registry
-from stateflow.tasks.runner import RunSpec, evaluate, run_identities
-from stateflow.tasks.tools import ObservationFormat, env_done, execute
+from stateflow.tasks.agents.methods import build_method, resolve_method
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.registry import BUILTIN_BENCHMARKS, BenchmarkRegistry, default_registry
+from stateflow.tasks.harness.runner import RunSpec, evaluate, run_identities
+from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions, Method
+from stateflow.tasks.kit.tools import ObservationFormat, env_done, execute
+from stateflow.tasks.reports.metrics import summarize
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ANY, LLM, Flow, ModelAssignment, ModelProfile, State, StateFlowView, Transition
 from stateflow.backends.scripted import ScriptedLLM
@@ -136,8 +137,9 @@ def test_registry_adds_without_changing_the_default_and_rejects_duplicates(count
         grown.with_benchmark(dataclasses.replace(counting, description="again"))
     with pytest.raises(ValueError, match="unknown benchmark 'nope'; choose intercode-sql, intercode-bash, pdoctor"):
         base.get("nope")
-    with pytest.raises(ValueError, match="unknown benchmark"):
-        RunSpec("nope", ("stateflow",), ModelAssignment.of("local"), "x", Path("x"))
+    # the runner takes the Benchmark object and looks nothing up by name
+    with pytest.raises(TypeError, match=r"the Benchmark object, not 'intercode-sql' \(by name: .*default_registry"):
+        RunSpec("intercode-sql", ("stateflow",), ModelAssignment.of("local"), "x", Path("x"))  # type: ignore[arg-type]
 
 
 def test_benchmarks_answer_what_the_domain_strings_used_to() -> None:
@@ -161,7 +163,7 @@ def test_benchmarks_answer_what_the_domain_strings_used_to() -> None:
 def test_a_method_may_be_a_users_flow_given_as_module_attribute(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "user_flows_regtest.py").write_text(
         "from stateflow import ANY, LLM, Flow, State, Transition\n"
-        "from stateflow.tasks.tools import env_done, execute\n"
+        "from stateflow.tasks.kit.tools import env_done, execute\n"
         "act = State('Act', LLM(), execute())\n"
         "ONE_SHOT = Flow('one-shot', initial=act, transitions=[\n"
         "    Transition(ANY, State('End', final=True), when=env_done), Transition(act, act)])\n"
@@ -169,7 +171,7 @@ def test_a_method_may_be_a_users_flow_given_as_module_attribute(tmp_path: Path, 
     monkeypatch.chdir(tmp_path)
     method = resolve_method(INTERCODE_BASH, "user_flows_regtest:ONE_SHOT")
     assert method.name == "user_flows_regtest:ONE_SHOT" and method.build(False).name == "one-shot"
-    spec = RunSpec("intercode-bash", ("user_flows_regtest:ONE_SHOT",), ModelAssignment.of("local"), "x", tmp_path)
+    spec = RunSpec(INTERCODE_BASH, ("user_flows_regtest:ONE_SHOT",), ModelAssignment.of("local"), "x", tmp_path)
     [identity] = run_identities(spec, "0" * 64).values()
     assert (identity.method, identity.flow) == ("user_flows_regtest:ONE_SHOT", "one-shot")
     with pytest.raises(ConfigError, match="has no attribute 'MISSING'"):

@@ -7,8 +7,14 @@ import doctest
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from stateflow.tasks import doc_sections
-from stateflow.tasks.doc_sections import MarkerError, SectionMarkers, check_section, replace_section, write_section
+from stateflow.tasks.reports import doc_sections
+from stateflow.tasks.reports.doc_sections import (
+    MarkerError,
+    SectionMarkers,
+    check_section,
+    replace_section,
+    write_section,
+)
 
 M = SectionMarkers("paper")
 DOC = "# Results\n\nintro\n\n<!-- paper-begin -->\nold table\nold plot\n<!-- paper-end -->\n\n## Later\ntail text\n"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import socket
 import uuid
 
-from stateflow.tasks.benchmarks import INTERCODE_BASH
-from stateflow.tasks.episode import EpisodeSpec, crashed_local_servers, run_episode
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.episode import EpisodeSpec, crashed_local_servers, run_episode
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.local import ServerCrashedError, default_pool

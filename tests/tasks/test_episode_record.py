@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from stateflow.tasks.episode_record import SCHEMA_VERSION, EpisodeRecord, InvalidRecordError
+from stateflow.tasks.kit.episode_record import SCHEMA_VERSION, EpisodeRecord, InvalidRecordError
 
 
 def _fields(**kw) -> dict:

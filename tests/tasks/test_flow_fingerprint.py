@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from stateflow.tasks.identity import flow_fingerprint
+from stateflow.tasks.harness.identity import flow_fingerprint
 
 from stateflow import LLM, Flow, State, Transition
 from stateflow.degenerate import DegenerateCut

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from stateflow.tasks.blackboard import episode_vars
-from stateflow.tasks.intercode_sql import build_sql_flow
-from stateflow.tasks.methods import build_method
-from stateflow.tasks.registry import default_registry
+from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.registry import default_registry
+from stateflow.tasks.kit.blackboard import episode_vars
+from stateflow.tasks.sql.levers import build_sql_flow
 
 from stateflow import ModelProfile, run
 from stateflow.testing.fake_openai import FakeOpenAIServer
@@ -61,5 +61,5 @@ def test_ablations_are_switches_of_one_definition():
     assert "submit instead" in nv.states["Solve"].instruction
     assert "If the last statement failed" in ne.states["Verify"].instruction
     assert [r.target for r in no.rules_from("Init")][-1] == "Solve"
-    with pytest.raises(ValueError, match="needs Verify or Error"):
+    with pytest.raises(ValueError, match="levers 'no_error' and 'no_verify' conflict"):
         build_sql_flow(verify=False, error=False)

@@ -5,10 +5,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.gold_check import GoldReplay, gold_note, gold_replays, unstable_golds
-from stateflow.tasks.repeats import run_repeats
-from stateflow.tasks.runner import RunSpec
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.repeats import run_repeats
+from stateflow.tasks.harness.runner import RunSpec
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.reports.gold_check import GoldReplay, gold_note, gold_replays, unstable_golds
 
 from stateflow.cli.main import main
 from tests.tasks.fakes import FakeEnv
@@ -72,7 +73,7 @@ def test_each_replay_runs_in_environments_of_its_own_and_finds_a_flaky_gold(tmp_
         opened.append(env)
         return env
 
-    spec = RunSpec("intercode-bash", ("react",), out=tmp_path, dataset="demo", tasks="0:4", **ORACLE_SPEC)
+    spec = RunSpec(INTERCODE_BASH, ("react",), out=tmp_path, dataset="demo", tasks="0:4", **ORACLE_SPEC)
     summaries = run_repeats(spec, 2, env_factory=fresh, progress=False)
     records = [r for s in summaries for r in s.records]
     assert len(records) == 8 and {r.identity["repeat"] for r in records} == {0, 1}
@@ -94,8 +95,8 @@ def test_oracle_replays_on_the_real_bash_sandbox_report_every_demo_gold_stable(t
 
 
 def test_the_paper_section_names_a_gold_that_did_not_reproduce():
-    from stateflow.tasks.paper import PairOutcome, PaperModel
-    from stateflow.tasks.paper_report import results_section
+    from stateflow.tasks.harness.paper import PairOutcome, PaperModel
+    from stateflow.tasks.reports.paper_report import results_section
 
     from stateflow import ModelAssignment
     from tests.tasks.test_paper import BASH, _record

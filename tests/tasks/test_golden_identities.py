@@ -17,16 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stateflow.tasks.benchmarks import BUILTIN_BENCHMARKS
-from stateflow.tasks.episode import ORACLE_PROFILE
-from stateflow.tasks.identity import (
+from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.episode import ORACLE_PROFILE
+from stateflow.tasks.harness.identity import (
     EpisodeIdentity,
     callables_without_stable_id,
     flow_fingerprint,
     models_fingerprint,
     prompts_fingerprint,
 )
-from stateflow.tasks.methods import build_method
+from stateflow.tasks.harness.registry import BUILTIN_BENCHMARKS
 
 from stateflow import Flow, ModelAssignment, ModelProfile, State, Tool, Transition
 from stateflow.profiles import load_config

@@ -3,10 +3,11 @@ with how many recipes of its family were evaluated on the held-out sample before
 
 from __future__ import annotations
 
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.heldout import heldout_evaluations, heldout_section
-from stateflow.tasks.runner import RunSpec, evaluate
-from stateflow.tasks.samples import sample_of
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.runner import RunSpec, evaluate
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.kit.samples import sample_of
+from stateflow.tasks.reports.heldout import heldout_evaluations, heldout_section
 
 from stateflow import ModelAssignment
 from stateflow.backends.scripted import ScriptedLLM
@@ -86,7 +87,7 @@ def test_a_run_on_the_heldout_sample_stamps_its_records(tmp_path):
     tasks = [FakeEnv(n=120).task(i) for i in range(120)]
     held = sample_of("heldout", "nl2bash", tasks).indices
     spec = RunSpec(
-        "intercode-bash",
+        INTERCODE_BASH,
         ("react",),
         models=ModelAssignment.of(_profile()),
         models_label="default=m",
@@ -109,7 +110,7 @@ def test_unarchived_runs_count_as_earlier_recipes_and_one_naming_an_archived_dig
     import json
 
     import pytest
-    from stateflow.tasks.heldout import load_unarchived
+    from stateflow.tasks.reports.heldout import load_unarchived
 
     from stateflow.errors import ConfigError
 

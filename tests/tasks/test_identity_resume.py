@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from stateflow.tasks.benchmarks import INTERCODE_BASH, INTERCODE_SQL
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.identity import EpisodeIdentity
-from stateflow.tasks.metrics import load_results, summarize
-from stateflow.tasks.prompts import PROMPTS_DIR
-from stateflow.tasks.records import ResultsFile
-from stateflow.tasks.runner import MixedSettingsError, RunSpec, evaluate
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.identity import EpisodeIdentity
+from stateflow.tasks.harness.records import ResultsFile
+from stateflow.tasks.harness.runner import MixedSettingsError, RunSpec, evaluate
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.kit.prompts import PROMPTS_DIR
+from stateflow.tasks.reports.metrics import load_results, summarize
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
@@ -32,7 +33,7 @@ ORACLE = {"models": ModelAssignment.of("local"), "models_label": "default=local"
 
 def _spec(out: Path, **kw) -> RunSpec:
     return RunSpec(
-        **({"benchmark": "intercode-bash", "methods": ("stateflow",), "out": out, "tasks": "0:3"} | ORACLE | kw)
+        **({"benchmark": INTERCODE_BASH, "methods": ("stateflow",), "out": out, "tasks": "0:3"} | ORACLE | kw)
     )
 
 

@@ -8,8 +8,8 @@ derived with the same clipping.
 from __future__ import annotations
 
 import pytest
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.metrics import setting_labels, summarize, tokens_by_state
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.reports.metrics import setting_labels, summarize, tokens_by_state
 
 
 def _r(
@@ -184,8 +184,8 @@ def test_one_group_with_two_settings_gives_two_rows_sorted_by_label_and_tokens_p
 
 
 def test_load_results_takes_folders_or_files_and_names_a_missing_one(tmp_path):
-    from stateflow.tasks.metrics import load_results
-    from stateflow.tasks.records import ResultsFile
+    from stateflow.tasks.harness.records import ResultsFile
+    from stateflow.tasks.reports.metrics import load_results
 
     (tmp_path / "run").mkdir()
     ResultsFile(tmp_path / "run" / "results.jsonl").extend([_r("a", True, 1.0, 1, 0, task=1)])

@@ -12,8 +12,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from stateflow.tasks.benchmarks import INTERCODE_BASH
-from stateflow.tasks.runner import RunSpec, evaluate
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.runner import RunSpec, evaluate
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.local import default_pool

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from stateflow.tasks.blackboard import episode_vars
-from stateflow.tasks.intercode_sql import build_sql_flow, executed_statement, with_levers
-from stateflow.tasks.methods import build_method
-from stateflow.tasks.registry import default_registry
+from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.registry import default_registry
+from stateflow.tasks.kit.blackboard import episode_vars
+from stateflow.tasks.sql.flow import executed_statement
+from stateflow.tasks.sql.levers import build_sql_flow
+from stateflow.tasks.sql.transforms import with_levers
 
 from stateflow import LLM, ModelProfile, StateFlowView, run
 from stateflow.testing.fake_openai import FakeOpenAIServer
@@ -189,7 +191,7 @@ def test_oneshot_keys_lists_the_foreign_keys_under_the_schema(sql_env):
 
 
 def test_oneshot_direct_asks_for_the_statement_only_and_constrains_it(sql_env):
-    from stateflow.tasks.grammar import ACTION_ONLY_GBNF
+    from stateflow.tasks.kit.grammar import ACTION_ONLY_GBNF
 
     flow, view = build_method("oneshot_direct", default_registry().get("intercode-sql"), grammar=True)
     r, srv = _run(flow, sql_env, [f"Action: execute[{sql_env.task(0).gold}]"], view)
@@ -202,7 +204,7 @@ def test_oneshot_direct_asks_for_the_statement_only_and_constrains_it(sql_env):
 
 
 def test_the_direct_variant_asks_for_actions_only_and_repairs_a_failure(sql_env):
-    from stateflow.tasks.grammar import ACTION_GBNF
+    from stateflow.tasks.kit.grammar import ACTION_GBNF
 
     flow, view = build_method("sf_agent_direct", default_registry().get("intercode-sql"), grammar=True)
     assert "Thought" not in flow.system_message and "exactly one line" in flow.system_message
@@ -216,7 +218,7 @@ def test_the_direct_variant_asks_for_actions_only_and_repairs_a_failure(sql_env)
 
 def test_the_fix_variant_error_never_submits_a_failed_statement(sql_env):
     """Error's grammar admits only execute, and a submit reply is sampled again, warmer."""
-    from stateflow.tasks.grammar import ACTION_GBNF, ACTION_ONLY_GBNF
+    from stateflow.tasks.kit.grammar import ACTION_GBNF, ACTION_ONLY_GBNF
 
     flow, view = build_method("sf_agent_fix", default_registry().get("intercode-sql"), grammar=True)
     gold = sql_env.task(0).gold
@@ -237,7 +239,8 @@ def test_the_hint_variant_error_may_still_submit(sql_env):
 
 
 def test_error_executes_only_needs_an_error_state():
-    from stateflow.tasks.intercode_sql import build_sql_flow, error_executes_only
+    from stateflow.tasks.sql.levers import build_sql_flow
+    from stateflow.tasks.sql.transforms import error_executes_only
 
     with pytest.raises(ValueError, match="no Error state"):
         error_executes_only(build_sql_flow(error=False))
@@ -259,7 +262,7 @@ def test_oneshot_direct_values_shows_frequent_values_of_text_columns_only(sql_en
 
 
 def test_describe_schema_leaves_out_long_values_and_quotes_the_rest():
-    from stateflow.tasks.tools import MAX_VALUE_CHARS, describe_schema
+    from stateflow.tasks.kit.tools import MAX_VALUE_CHARS, describe_schema
 
     from stateflow.context import Context
     from stateflow.messages import History
@@ -280,7 +283,8 @@ def test_describe_schema_leaves_out_long_values_and_quotes_the_rest():
 
 
 def test_without_thoughts_refuses_a_system_message_it_cannot_rewrite():
-    from stateflow.tasks.intercode_sql import build_sql_flow, without_thoughts
+    from stateflow.tasks.sql.levers import build_sql_flow
+    from stateflow.tasks.sql.transforms import without_thoughts
 
     from stateflow import Flow
 
@@ -311,7 +315,7 @@ def test_oneshot_direct_ddl_shows_each_table_as_a_create_table_line(sql_env):
 
 
 def test_prompt_vote_asks_three_differently_prompted_answers_and_the_majority_result_is_submitted(sql_env):
-    from stateflow.tasks.grammar import ACTION_GBNF, THOUGHT_ACTION_GBNF
+    from stateflow.tasks.kit.grammar import ACTION_GBNF, THOUGHT_ACTION_GBNF
 
     flow, view = build_method("sf_agent_prompt_vote", default_registry().get("intercode-sql"), grammar=True)
     gold = sql_env.task(0).gold
@@ -347,7 +351,7 @@ def test_prompt_vote_does_not_ask_the_thought_answer_when_the_first_two_agree(sq
 
 
 def test_wide_vote_asks_up_to_five_variants_until_two_results_agree(sql_env):
-    from stateflow.tasks.grammar import ACTION_GBNF, THOUGHT_ACTION_GBNF
+    from stateflow.tasks.kit.grammar import ACTION_GBNF, THOUGHT_ACTION_GBNF
 
     flow, view = build_method("sf_agent_wide_vote", default_registry().get("intercode-sql"), grammar=True)
     gold = sql_env.task(0).gold
@@ -372,7 +376,7 @@ def test_wide_vote_asks_up_to_five_variants_until_two_results_agree(sql_env):
     # the usual case costs what the three-way vote costs: two agreeing answers end the vote
     r, srv = _run(flow, sql_env, [f"Action: execute[{gold}]", f"Action: execute[{gold}]"], view)
     assert len(srv.requests) == 2 and r.history.last("llm").meta["vote"]["asked"] == 2
-    with pytest.raises(ValueError, match="wide_vote and error_vote need answer_vote"):
+    with pytest.raises(ValueError, match="lever 'wide_vote' needs 'answer_vote'"):
         build_sql_flow(schema=True, thoughts=False, values=3, wide_vote=True)
 
 
@@ -393,12 +397,12 @@ def test_error_vote_votes_the_repair_after_every_solve_candidate_failed(sql_env)
     assert [(v["asked"], v["errors"]) for v in votes] == [(3, 3), (3, 0)]
     assert votes[1]["winner"] == 1 and votes[1]["per_candidate"] == [1, 2, 2]
     assert episode_vars(r).reward == 1.0
-    with pytest.raises(ValueError, match="error_vote needs error=True"):
+    with pytest.raises(ValueError, match="levers 'error_vote' and 'no_error' conflict"):
         build_sql_flow(schema=True, thoughts=False, values=3, answer_vote=True, error_vote=True, error=False)
 
 
 def test_strip_values_gives_the_listing_without_values_and_leaves_other_text_alone(sql_env):
-    from stateflow.tasks.tools import describe_schema, strip_values
+    from stateflow.tasks.kit.tools import describe_schema, strip_values
 
     from stateflow.context import Context
     from stateflow.messages import History
@@ -409,9 +413,9 @@ def test_strip_values_gives_the_listing_without_values_and_leaves_other_text_alo
     assert with_values != plain and strip_values(with_values) == plain
     question = "Question: which books are tagged 'novel'/'poetry'? Answer: 'x'"
     assert strip_values(question) == question
-    with pytest.raises(ValueError, match="answer_vote needs"):
+    with pytest.raises(ValueError, match="lever 'answer_vote' needs 'values'"):
         build_sql_flow(schema=True, thoughts=False, answer_vote=True)
-    from stateflow.tasks.intercode_sql import with_answer_vote
+    from stateflow.tasks.sql.votes import with_answer_vote
 
     with pytest.raises(ValueError, match="already have Thought lines"):
         with_answer_vote(build_sql_flow(schema=True, values=3))
@@ -456,7 +460,7 @@ def test_the_error_budget_lets_a_repair_that_runs_continue(sql_env):
 
 
 def test_the_error_budget_is_a_rule_ahead_of_the_rule_into_error_and_refuses_bad_input():
-    from stateflow.tasks.intercode_sql import with_error_budget
+    from stateflow.tasks.sql.transforms import with_error_budget
 
     rules = [str(r) for r in build_sql_flow(error_replies=2).transitions]
     into_error = next(i for i, r in enumerate(rules) if r.startswith("ANY -> Error"))
@@ -465,7 +469,7 @@ def test_the_error_budget_is_a_rule_ahead_of_the_rule_into_error_and_refuses_bad
         with_error_budget(build_sql_flow(), replies=0)
     with pytest.raises(ValueError, match="no Error state"):
         with_error_budget(build_sql_flow(error=False))
-    with pytest.raises(ValueError, match="error_replies needs error=True"):
+    with pytest.raises(ValueError, match="levers 'error_budget' and 'no_error' conflict"):
         build_sql_flow(error=False, error_replies=1)
 
 
@@ -483,9 +487,9 @@ def test_vote_shots_shows_the_worked_answers_to_every_candidate_before_the_rules
 
 
 def test_solve_examples_needs_one_line_replies_without_the_papers_examples():
-    with pytest.raises(ValueError, match="solve_examples needs examples=False and thoughts=False"):
+    with pytest.raises(ValueError, match="needs 'no_examples'; lever 'solve_examples' needs 'no_thoughts'"):
         build_sql_flow(schema=True, solve_examples=True)
-    with pytest.raises(ValueError, match="solve_examples needs"):
+    with pytest.raises(ValueError, match="lever 'solve_examples' needs 'no_thoughts'"):
         build_sql_flow(schema=True, examples=False, solve_examples=True)  # Thought lines still on
     flow = build_sql_flow(schema=True, examples=False, thoughts=False, solve_examples=True)
     assert flow.states["Solve"].instruction.startswith("Examples of this step, on a different database")

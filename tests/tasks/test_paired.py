@@ -7,10 +7,10 @@ import json
 import math
 
 import pytest
-from stateflow.tasks.archive import RecordArchive
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.paired import compare, side_records, sign_test_p
-from stateflow.tasks.records import ResultsFile
+from stateflow.tasks.harness.archive import RecordArchive
+from stateflow.tasks.harness.records import ResultsFile
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.reports.paired import compare, side_records, sign_test_p
 
 from stateflow.cli.main import main
 from stateflow.errors import ConfigError

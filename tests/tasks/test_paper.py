@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from stateflow.tasks.doc_sections import check_section
-from stateflow.tasks.episode_record import EpisodeRecord
-from stateflow.tasks.paper import (
+from stateflow.tasks.harness.paper import (
     PAPER_BENCHMARKS,
     PAPER_MODELS,
     PairOutcome,
@@ -26,7 +24,10 @@ from stateflow.tasks.paper import (
     paper_benchmarks,
     run_paper,
 )
-from stateflow.tasks.paper_report import (
+from stateflow.tasks.harness.registry import default_registry
+from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.reports.doc_sections import check_section
+from stateflow.tasks.reports.paper_report import (
     HEADLINE_MARKERS,
     RESULTS_MARKERS,
     PaperDocs,
@@ -36,7 +37,6 @@ from stateflow.tasks.paper_report import (
     results_section,
     write_paper_docs,
 )
-from stateflow.tasks.registry import default_registry
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
@@ -291,7 +291,7 @@ def test_the_ablation_plot_draws_a_partial_group_on_the_tasks_all_its_bars_finis
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from stateflow.tasks.paper_report import _draw_ablations
+    from stateflow.tasks.reports.paper_report import _draw_ablations
 
     bench = replace(SQL, only=("stateflow", "stateflow_no_verify", "stateflow_no_error"))
     model = PaperModel("x", ModelAssignment.of("local"), "default=x")
@@ -390,8 +390,8 @@ def test_the_comparison_runs_every_method_on_a_task_before_the_next_task(tmp_pat
 
 
 def test_a_method_has_one_style_in_every_panel_and_its_shape_says_its_kind(tmp_path, monkeypatch):
-    from stateflow.tasks import paper_report
-    from stateflow.tasks.paper_report import method_styles, write_paper_plots
+    from stateflow.tasks.reports import paper_report
+    from stateflow.tasks.reports.paper_report import method_styles, write_paper_plots
 
     styles = method_styles(PAPER_BENCHMARKS)
     assert set(styles) == set(SQL.all_methods) | set(BASH.all_methods)

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stateflow.tasks import intercode_sql
-from stateflow.tasks.intercode_bash import build_bash_flow
-from stateflow.tasks.intercode_sql import build_sql_flow
+from stateflow.tasks.bash.flow import build_bash_flow
+from stateflow.tasks.sql import flow as intercode_sql
+from stateflow.tasks.sql.levers import build_sql_flow
 
 from tests.tasks.paper_flow_structure import flow_structure
 

@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 
 from stateflow.envs.pdoctor import PDoctorEnv, SynthesisConfig
-from stateflow.tasks.benchmarks import PDOCTOR
-from stateflow.tasks.blackboard import episode_vars
-from stateflow.tasks.methods import build_method
-from stateflow.tasks.pdoctor import (
+from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.records import ResultsFile, latest_records
+from stateflow.tasks.harness.runner import RunSpec, evaluate
+from stateflow.tasks.kit.blackboard import episode_vars
+from stateflow.tasks.pdoctor.benchmark import PDOCTOR
+from stateflow.tasks.pdoctor.dissect import diagnose
+from stateflow.tasks.pdoctor.flows import (
     PlanNotes,
     dataset_label,
     episode_error_class,
@@ -19,11 +22,8 @@ from stateflow.tasks.pdoctor import (
     parse_reply,
     parse_requirements,
 )
-from stateflow.tasks.pdoctor_dissect import diagnose
-from stateflow.tasks.records import ResultsFile, latest_records
-from stateflow.tasks.report import write_report
-from stateflow.tasks.report_pdoctor import markdown, summarize_pdoctor
-from stateflow.tasks.runner import RunSpec, evaluate
+from stateflow.tasks.pdoctor.report import markdown, summarize_pdoctor
+from stateflow.tasks.reports.report import write_report
 
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.scripted import ScriptedLLM
@@ -64,7 +64,7 @@ def agent(env: PDoctorEnv, *, skip_last: bool = False, reverse: bool = False, wr
 
 def _evaluate(tmp_path, methods, script, workers=2):
     spec = RunSpec(
-        benchmark="pdoctor",
+        benchmark=PDOCTOR,
         methods=methods,
         models=ModelAssignment.of(PROFILE),
         models_label="scripted",

@@ -1,5 +1,5 @@
-"""The question repeated after the schema listing (tasks/tools.py ``restate_question``,
-tasks/intercode_sql.py ``with_question_last``), over real HTTP and the real SQL environment."""
+"""The question repeated after the schema listing (tasks/kit/tools.py ``restate_question``,
+tasks/sql/flow.py ``with_question_last``), over real HTTP and the real SQL environment."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 from stateflow.envs.base import Task
-from stateflow.tasks.blackboard import episode_vars
-from stateflow.tasks.identity import flow_fingerprint
-from stateflow.tasks.intercode_sql import build_sql_flow
-from stateflow.tasks.methods import build_method
-from stateflow.tasks.registry import default_registry
-from stateflow.tasks.tools import restate_question
+from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.identity import flow_fingerprint
+from stateflow.tasks.harness.registry import default_registry
+from stateflow.tasks.kit.blackboard import episode_vars
+from stateflow.tasks.kit.tools import restate_question
+from stateflow.tasks.sql.levers import build_sql_flow
 
 from stateflow import ModelProfile, run
 from stateflow.testing.fake_openai import FakeOpenAIServer
@@ -28,7 +28,7 @@ def test_the_tool_repeats_the_current_question_and_needs_an_environment_with_a_t
 
 
 def test_question_last_needs_the_schema_listing_and_follows_it():
-    with pytest.raises(ValueError, match="question_last needs schema=True"):
+    with pytest.raises(ValueError, match="lever 'question_last' needs 'schema'"):
         build_sql_flow(question_last=True)
     flow = build_sql_flow(schema=True, examples=False, thoughts=False, values=3, question_last=True)
     assert [o.name for o in flow.states["Init"].outputs] == ["describe_schema_values3", "restate_question"]

@@ -27,9 +27,12 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 ray = pytest.importorskip("ray", reason="the Ray executor needs the 'ray' extra: pip install -e '.[ray]'")
 
 from ray.cluster_utils import Cluster  # noqa: E402
-from stateflow.tasks.executors import ThreadExecutor  # noqa: E402
-from stateflow.tasks.ray_executor import RayExecutor, ray_executor_factory  # noqa: E402
-from stateflow.tasks.runner import RunSpec, evaluate  # noqa: E402
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH  # noqa: E402
+from stateflow.tasks.harness.executors import ThreadExecutor  # noqa: E402
+from stateflow.tasks.harness.ray_executor import RayExecutor, ray_executor_factory  # noqa: E402
+from stateflow.tasks.harness.registry import default_registry  # noqa: E402
+from stateflow.tasks.harness.runner import RunSpec, evaluate  # noqa: E402
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL  # noqa: E402
 
 from stateflow import ModelAssignment, ModelProfile  # noqa: E402
 from stateflow.testing.fake_openai import FakeOpenAIServer  # noqa: E402
@@ -118,9 +121,9 @@ def _demo_golds() -> dict[str, str]:
 def test_oracle_same_rewards_as_threads_on_a_spider_sample(tmp_path, ray_cluster, sql_available, shared_data):
     kw = {"dataset": "spider", "tasks": SPIDER_SAMPLE, "workers": 3, **ORACLE}
     methods = ("stateflow", "sf_agent", "try_again")
-    local = evaluate(RunSpec("intercode-sql", methods, out=tmp_path / "t", **kw), progress=False)
+    local = evaluate(RunSpec(INTERCODE_SQL, methods, out=tmp_path / "t", **kw), progress=False)
     made = _Recorder()
-    dist = evaluate(RunSpec("intercode-sql", methods, out=tmp_path / "r", **kw), executor_factory=made, progress=False)
+    dist = evaluate(RunSpec(INTERCODE_SQL, methods, out=tmp_path / "r", **kw), executor_factory=made, progress=False)
     assert dist.finished == local.finished == 14 * len(methods)
     assert _outcomes(dist.records) == _outcomes(local.records)
     assert {r["task"] for r in dist.records if not r["success"]} == {164, 178, 225, 531, 638, 802}
@@ -130,9 +133,9 @@ def test_oracle_same_rewards_as_threads_on_a_spider_sample(tmp_path, ray_cluster
 
 def test_oracle_same_rewards_as_threads_on_an_nl2bash_sample(tmp_path, ray_cluster, bash_available, shared_data):
     kw = {"dataset": "nl2bash", "tasks": NL2BASH_SAMPLE, "workers": 3, **ORACLE}
-    local = evaluate(RunSpec("intercode-bash", ("stateflow",), out=tmp_path / "t", **kw), progress=False)
+    local = evaluate(RunSpec(INTERCODE_BASH, ("stateflow",), out=tmp_path / "t", **kw), progress=False)
     dist = evaluate(
-        RunSpec("intercode-bash", ("stateflow",), out=tmp_path / "r", **kw),
+        RunSpec(INTERCODE_BASH, ("stateflow",), out=tmp_path / "r", **kw),
         executor_factory=ray_executor_factory(None, num_cpus=0.5),
         progress=False,
     )
@@ -151,7 +154,7 @@ def test_oracle_same_rewards_as_threads_on_the_full_datasets(
     kw = {"dataset": dataset, "workers": 2, **ORACLE}
     local = full_oracle_run(benchmark, dataset)  # the thread executor's run, shared with test_full_datasets
     dist = evaluate(
-        RunSpec(benchmark, ("stateflow",), out=tmp_path / "r", **kw),
+        RunSpec(default_registry().get(benchmark), ("stateflow",), out=tmp_path / "r", **kw),
         executor_factory=ray_executor_factory(None, num_cpus=0.5),
         progress=False,
     )
@@ -169,9 +172,9 @@ def test_fake_llm_server_same_rewards_as_threads(tmp_path, ray_cluster, sql_avai
         models, label = _fake_models(srv.url)
         kw = {"models": models, "models_label": label, "tasks": "all", "workers": 3, "max_turns": 4}
         methods = ("stateflow", "react")
-        local = evaluate(RunSpec("intercode-sql", methods, out=tmp_path / "t", **kw), progress=False)
+        local = evaluate(RunSpec(INTERCODE_SQL, methods, out=tmp_path / "t", **kw), progress=False)
         dist = evaluate(
-            RunSpec("intercode-sql", methods, out=tmp_path / "r", **kw),
+            RunSpec(INTERCODE_SQL, methods, out=tmp_path / "r", **kw),
             executor_factory=ray_executor_factory(None, models, num_cpus=0.5),
             progress=False,
         )
@@ -206,7 +209,7 @@ def test_node_removed_mid_run_every_task_ends_exactly_once(tmp_path, ray_cluster
     methods = ("stateflow", "react")
     with FakeOpenAIServer(_gold_responder(_demo_golds()), latency_s=0.4) as srv:
         models, label = _fake_models(srv.url)
-        spec = RunSpec("intercode-sql", methods, models=models, models_label=label, out=out, workers=6)
+        spec = RunSpec(INTERCODE_SQL, methods, models=models, models_label=label, out=out, workers=6)
         killer = threading.Thread(target=remove_when_busy, daemon=True)
         killer.start()
         s = evaluate(spec, executor_factory=made, progress=False)
@@ -255,7 +258,7 @@ def _endpoint_and_pid(env: Any, job: int) -> dict[str, Any]:
 @pytest.mark.local_model
 def test_embedded_model_is_served_once_per_node_and_shared_by_its_actors(ray_cluster, sql_available):
     import cloudpickle
-    from stateflow.tasks.ray_executor import local_models
+    from stateflow.tasks.harness.ray_executor import local_models
 
     from stateflow.backends.local import runtime_available
     from stateflow.backends.local.catalog import model_spec
@@ -296,7 +299,7 @@ def test_in_process_scripted_models_are_refused_with_a_clear_error(tmp_path, ray
 
     prof = ModelProfile(name="babbler", model="b", provider="scripted", api_key_env=None)
     spec = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         ("stateflow",),
         models=ModelAssignment.of(prof),
         models_label="default=babbler",
@@ -324,7 +327,7 @@ def _die_on_3(env: Any, job: int) -> dict[str, Any]:
 
 def test_an_episode_whose_worker_dies_twice_is_reported_after_every_other_one(ray_cluster):
     import cloudpickle
-    from stateflow.tasks.ray_executor import EpisodesLostError
+    from stateflow.tasks.harness.ray_executor import EpisodesLostError
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ex = RayExecutor(2, _NoEnv, num_cpus=0.5, max_retries=1)
@@ -348,7 +351,7 @@ def test_episodes_that_finished_just_before_their_actor_died_are_kept(ray_cluste
     uses up an attempt.
     """
     import cloudpickle
-    from stateflow.tasks.ray_executor import EpisodesLostError
+    from stateflow.tasks.harness.ray_executor import EpisodesLostError
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     ex = RayExecutor(1, _NoEnv, num_cpus=0.5, max_retries=1, prefetch=3)

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from stateflow.tasks.episode_record import SCHEMA_VERSION, EpisodeRecord, InvalidRecordError
-from stateflow.tasks.metrics import summarize
-from stateflow.tasks.records import ResultsFile, latest_records, record_key
+from stateflow.tasks.harness.records import ResultsFile, latest_records, record_key
+from stateflow.tasks.kit.episode_record import SCHEMA_VERSION, EpisodeRecord, InvalidRecordError
+from stateflow.tasks.reports.metrics import summarize
 
 from stateflow import StateFlowError
 
@@ -135,7 +135,7 @@ def test_unknown_keys_survive_a_round_trip_through_the_file(tmp_path):
 def test_the_episode_record_docstring_example_runs():
     import doctest
 
-    from stateflow.tasks import episode_record
+    from stateflow.tasks.kit import episode_record
 
     result = doctest.testmod(episode_record)
     assert result.attempted > 0 and result.failed == 0
@@ -227,7 +227,7 @@ def test_a_short_write_is_an_error_naming_the_file_and_resume_drops_the_torn_par
 
 def test_the_html_report_of_a_record_with_a_lone_surrogate_is_written(tmp_path):
     """The same half UTF-16 pair must not fail ``stateflow report`` (the page keeps its escape)."""
-    from stateflow.tasks.report import write_html
+    from stateflow.tasks.reports.report import write_html
 
     reply = json.loads('"bad \\ud83d half"')
     message = {"role": "assistant", "name": "solve", "state": "Solve", "kind": "llm", "content": reply}

@@ -8,9 +8,9 @@ import json
 import re
 
 import pytest
-from stateflow.tasks.identity import EpisodeIdentity, setting_digest
-from stateflow.tasks.records import ResultsFile
-from stateflow.tasks.repeats import check_repeats, repeat_rows, with_temperature
+from stateflow.tasks.harness.identity import EpisodeIdentity, setting_digest
+from stateflow.tasks.harness.records import ResultsFile
+from stateflow.tasks.harness.repeats import check_repeats, repeat_rows, with_temperature
 
 from stateflow.cli.main import main
 from stateflow.errors import ConfigError

@@ -7,8 +7,9 @@ import subprocess
 import tempfile
 
 import pytest
-from stateflow.tasks.report import write_report
-from stateflow.tasks.runner import RunSpec, evaluate
+from stateflow.tasks.harness.runner import RunSpec, evaluate
+from stateflow.tasks.reports.report import write_report
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from tests.tasks.test_runner import ORACLE_SPEC
 
@@ -29,7 +30,7 @@ CHROMIUM_FLAGS = [
 @pytest.fixture(scope="module")
 def records(tmp_path_factory, sql_available):
     out = tmp_path_factory.mktemp("run")
-    spec = RunSpec("intercode-sql", ("stateflow", "sf_agent"), out=out, tasks="0:3", **ORACLE_SPEC)
+    spec = RunSpec(INTERCODE_SQL, ("stateflow", "sf_agent"), out=out, tasks="0:3", **ORACLE_SPEC)
     return evaluate(spec, progress=False).records
 
 
@@ -70,7 +71,7 @@ def test_labels_of_crowded_points_do_not_cover_one_another():
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from stateflow.tasks.report import label_apart
+    from stateflow.tasks.reports.report import label_apart
 
     fig, ax = plt.subplots(figsize=(6, 4.2))
     points = [(19600, 0.0), (19800, 0.0), (20400, 0.0), (21300, 0.0), (14000, 4.0), (300, 39.0)]
@@ -109,8 +110,8 @@ def test_plot_success_draws_each_point_in_the_style_given_and_refuses_a_style_li
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgba
     from matplotlib.markers import MarkerStyle
-    from stateflow.tasks.metrics import summarize
-    from stateflow.tasks.report import PointStyle, plot_success
+    from stateflow.tasks.reports.metrics import summarize
+    from stateflow.tasks.reports.report import PointStyle, plot_success
 
     from tests.tasks.test_paper import _record
 
@@ -134,7 +135,7 @@ def test_tokens_by_state_keeps_a_state_colour_across_panels_and_the_bars_in_the_
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgba
-    from stateflow.tasks.report import plot_tokens_by_state
+    from stateflow.tasks.reports.report import plot_tokens_by_state
 
     colors = {"Plan": "tab:pink", "Solve": "tab:gray"}
     fig, (left, right) = plt.subplots(1, 2)

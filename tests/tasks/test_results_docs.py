@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
-from stateflow.tasks.doc_sections import SectionMarkers, check_section
-from stateflow.tasks.paper_report import RESULTS_MARKERS
+from stateflow.tasks.reports.doc_sections import SectionMarkers, check_section
+from stateflow.tasks.reports.paper_report import RESULTS_MARKERS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -10,8 +10,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from stateflow.tasks.run_lock import LOCK_NAME, RunInProgressError, RunLock
-from stateflow.tasks.runner import RunSpec, evaluate
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.run_lock import LOCK_NAME, RunInProgressError, RunLock
+from stateflow.tasks.harness.runner import RunSpec, evaluate
 
 from stateflow import ModelAssignment
 from tests.tasks.fakes import FakeEnv
@@ -20,7 +21,7 @@ ORACLE = {"models": ModelAssignment.of("local"), "models_label": "default=local"
 
 
 def _spec(out: Path, tasks: str = "0:3") -> RunSpec:
-    return RunSpec("intercode-bash", ("stateflow",), out=out, tasks=tasks, **ORACLE)
+    return RunSpec(INTERCODE_BASH, ("stateflow",), out=out, tasks=tasks, **ORACLE)
 
 
 def _holder(directory: Path) -> subprocess.Popen:
@@ -29,7 +30,7 @@ def _holder(directory: Path) -> subprocess.Popen:
         f"""
         import sys, time
         from pathlib import Path
-        from stateflow.tasks.run_lock import RunLock
+        from stateflow.tasks.harness.run_lock import RunLock
         lock = RunLock(Path({str(directory)!r}))
         print("held", flush=True)
         time.sleep(600)

@@ -12,8 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from stateflow.tasks.benchmarks import INTERCODE_SQL
-from stateflow.tasks.runner import RunSpec, TaskSelection, evaluate, select_tasks
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
+from stateflow.tasks.harness.runner import RunSpec, TaskSelection, evaluate, select_tasks
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM
@@ -58,7 +59,7 @@ def test_oracle_solves_every_demo_sql_task_with_every_method(tmp_path, sql_avail
     # the gold-replay oracle speaks the Thought/Action format; spec agents (spec_*) have their
     # own formats and are tested with spec-format scripted models in tests/spec
     methods = tuple(m for m in INTERCODE_SQL.methods if not m.startswith("spec_"))
-    s = evaluate(RunSpec("intercode-sql", methods, out=tmp_path, workers=2, **ORACLE_SPEC), progress=False)
+    s = evaluate(RunSpec(INTERCODE_SQL, methods, out=tmp_path, workers=2, **ORACLE_SPEC), progress=False)
     assert s.finished == s.planned == 20 * len(methods)
     failed = [(r["method"], r["task"], r["reward_raw"], r["error"]) for r in s.records if not r["success"]]
     assert failed == []
@@ -66,16 +67,16 @@ def test_oracle_solves_every_demo_sql_task_with_every_method(tmp_path, sql_avail
 
 def test_oracle_solves_every_demo_bash_task(tmp_path, bash_available):
     methods = ("stateflow", "sf_agent", "react", "plan_solve", "try_again")
-    s = evaluate(RunSpec("intercode-bash", methods, out=tmp_path, workers=2, **ORACLE_SPEC), progress=False)
+    s = evaluate(RunSpec(INTERCODE_BASH, methods, out=tmp_path, workers=2, **ORACLE_SPEC), progress=False)
     failed = [(r["method"], r["task"], r["reward_raw"], r["error"]) for r in s.records if not r["success"]]
     assert s.finished > 0 and failed == []
 
 
 def test_resume_skips_recorded_episodes(tmp_path, sql_available):
-    spec = RunSpec("intercode-sql", ("stateflow",), out=tmp_path, tasks="0:5", **ORACLE_SPEC)
+    spec = RunSpec(INTERCODE_SQL, ("stateflow",), out=tmp_path, tasks="0:5", **ORACLE_SPEC)
     first = evaluate(spec, progress=False)
     assert first.finished == 5
-    spec2 = RunSpec("intercode-sql", ("stateflow",), out=tmp_path, tasks="0:8", **ORACLE_SPEC)
+    spec2 = RunSpec(INTERCODE_SQL, ("stateflow",), out=tmp_path, tasks="0:8", **ORACLE_SPEC)
     second = evaluate(spec2, progress=False)
     assert (second.skipped, second.finished) == (5, 3)
     tasks = [json.loads(line)["task"] for line in (tmp_path / "results.jsonl").read_text().splitlines()]
@@ -97,7 +98,7 @@ def test_resume_skips_recorded_episodes(tmp_path, sql_available):
 )
 def test_order_decides_which_episodes_run_first_and_resume_keeps_it(tmp_path, sql_available, order, expected):
     methods = ("stateflow", "sf_agent")
-    first = RunSpec("intercode-sql", methods, out=tmp_path, tasks="0:2", order=order, **ORACLE_SPEC)
+    first = RunSpec(INTERCODE_SQL, methods, out=tmp_path, tasks="0:2", order=order, **ORACLE_SPEC)
     evaluate(first, progress=False)
     second = evaluate(replace(first, tasks="0:3"), progress=False)
     assert (second.skipped, second.finished) == (4, 2)
@@ -112,7 +113,7 @@ def test_misbehaving_model_is_scored_like_upstream(tmp_path, sql_available):
     """Malformed replies cost turns; at the limit the last observation is submitted for the agent."""
     prof = ModelProfile(name="babbler", model="b", provider="scripted", api_key_env=None)
     spec = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         ("stateflow",),
         models=ModelAssignment.of(prof),
         models_label="default=babbler",
@@ -132,7 +133,7 @@ def test_unreachable_model_records_errored_tasks_and_goes_on(tmp_path, sql_avail
         name="dead", model="m", base_url="http://127.0.0.1:9/v1", api_key_env=None, timeout=2, max_retries=0
     )
     spec = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         ("stateflow", "react"),
         models=ModelAssignment.of(dead),
         models_label="default=dead",

@@ -8,7 +8,8 @@ from collections import Counter
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from stateflow.tasks.samples import SAMPLE_SIZES, sample_indices, sample_of, stratified_sample
+from stateflow.tasks.kit.samples import SAMPLE_SIZES, sample_indices, sample_of, stratified_sample
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 labels_strategy = st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=300)
 
@@ -89,12 +90,12 @@ def test_sample_of_reads_each_datasets_stratum_attribute() -> None:
 
 
 def test_the_runner_refuses_a_fixed_sample_of_a_dataset_without_one(tmp_path, sql_available) -> None:
-    from stateflow.tasks.runner import RunSpec, evaluate
+    from stateflow.tasks.harness.runner import RunSpec, evaluate
 
     from stateflow import ModelAssignment
 
     spec = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         ("stateflow",),
         models=ModelAssignment.of("local"),
         models_label="x",
@@ -110,12 +111,12 @@ def test_the_runner_refuses_a_fixed_sample_of_a_dataset_without_one(tmp_path, sq
 @pytest.mark.shared_data
 def test_the_runner_runs_exactly_the_dev_sample(tmp_path, sql_available) -> None:
     from stateflow.envs.sql.tasks import resolve_dataset
-    from stateflow.tasks.runner import RunSpec, evaluate
+    from stateflow.tasks.harness.runner import RunSpec, evaluate
 
     from stateflow import ModelAssignment
 
     spec = RunSpec(
-        "intercode-sql",
+        INTERCODE_SQL,
         ("stateflow",),
         models=ModelAssignment.of("local"),
         models_label="x",

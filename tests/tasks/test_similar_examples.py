@@ -1,4 +1,4 @@
-"""Retrieved worked answers (tasks/sql_examples.py): what the pool holds, how it ranks, and the
+"""Retrieved worked answers (tasks/sql/examples.py): what the pool holds, how it ranks, and the
 flow that shows them, over real HTTP and the real SQL environment."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 from stateflow.envs.base import Task
-from stateflow.tasks.blackboard import episode_vars
-from stateflow.tasks.intercode_sql import build_sql_flow
-from stateflow.tasks.methods import build_method
-from stateflow.tasks.registry import default_registry
-from stateflow.tasks.samples import sample_of
-from stateflow.tasks.sql_examples import ExamplePool, similar_examples
+from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.registry import default_registry
+from stateflow.tasks.kit.blackboard import episode_vars
+from stateflow.tasks.kit.samples import sample_of
+from stateflow.tasks.sql.examples import ExamplePool, similar_examples
+from stateflow.tasks.sql.levers import build_sql_flow
 
 from stateflow import ModelProfile, run
 from stateflow.testing.fake_openai import FakeOpenAIServer
@@ -92,9 +92,9 @@ def test_the_tool_shows_one_line_answers_and_needs_an_environment_with_a_task(sp
 
 
 def test_similar_examples_needs_the_schema_listing_and_one_line_replies():
-    with pytest.raises(ValueError, match="similar_examples needs schema=True and thoughts=False"):
+    with pytest.raises(ValueError, match="needs 'schema'; lever 'similar_examples' needs 'no_thoughts'"):
         build_sql_flow(similar_examples=3)
-    with pytest.raises(ValueError, match="similar_examples needs"):
+    with pytest.raises(ValueError, match="lever 'similar_examples' needs 'no_thoughts'"):
         build_sql_flow(schema=True, similar_examples=3)  # Thought lines still on
     flow = build_sql_flow(schema=True, examples=False, thoughts=False, similar_examples=3)
     assert [o.name for o in flow.states["Init"].outputs] == ["describe_schema", "similar_examples3"]

@@ -7,17 +7,19 @@ import subprocess
 import sys
 
 import pytest
-from stateflow.tasks.benchmarks import INTERCODE_SQL
-from stateflow.tasks.blackboard import EpisodeVars
-from stateflow.tasks.grammar import ACTION_GBNF, ACTION_ONLY_GBNF, THOUGHT_ACTION_GBNF
-from stateflow.tasks.identity import flow_fingerprint
-from stateflow.tasks.intercode_sql import SQL_FLOW, build_sql_flow, with_schema_grammar
-from stateflow.tasks.sql_grammar import (
+from stateflow.tasks.harness.identity import flow_fingerprint
+from stateflow.tasks.kit.blackboard import EpisodeVars
+from stateflow.tasks.kit.grammar import ACTION_GBNF, ACTION_ONLY_GBNF, THOUGHT_ACTION_GBNF
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
+from stateflow.tasks.sql.flow import SQL_FLOW
+from stateflow.tasks.sql.grammar import (
     schema_action_grammar,
     schema_action_only_grammar,
     schema_statement_rules,
     schema_thought_action_grammar,
 )
+from stateflow.tasks.sql.levers import build_sql_flow
+from stateflow.tasks.sql.transforms import with_schema_grammar
 
 from stateflow import LLM, Context
 from tests.backends.local.gbnf_parse import unparsable
@@ -89,7 +91,7 @@ def test_the_switch_is_part_of_the_flow_fingerprint_and_a_no_op_without_grammar(
 
 
 def test_bad_combinations_are_clear_errors():
-    with pytest.raises(ValueError, match="schema_grammar needs schema=True"):
+    with pytest.raises(ValueError, match="lever 'schema_grammar' needs 'schema'"):
         build_sql_flow(grammar=True, schema_grammar=True)
     with pytest.raises(ValueError, match="does not list its schema"):
         with_schema_grammar(SQL_FLOW)
@@ -102,7 +104,7 @@ def test_bad_combinations_are_clear_errors():
 _COPY = r"""
 import json, sys
 from llama_cpp import Llama, LlamaGrammar
-from stateflow.tasks.sql_grammar import schema_statement_rules
+from stateflow.tasks.sql.grammar import schema_statement_rules
 tables, columns = json.loads(sys.argv[2])
 grammar = LlamaGrammar.from_string('root ::= "Action: execute[" stmt "]"\n' + schema_statement_rules(tables, columns),
                                    verbose=False)
@@ -151,8 +153,8 @@ def test_llama_cpp_parses_every_reply_grammar_with_and_without_a_schema():
 
 def test_the_named_vote_sends_grammars_built_from_the_listed_schema(sql_available):
     from stateflow.envs.sql import open_sql_env
-    from stateflow.tasks.methods import build_method
-    from stateflow.tasks.registry import default_registry
+    from stateflow.tasks.agents.methods import build_method
+    from stateflow.tasks.harness.registry import default_registry
 
     from stateflow import ModelProfile, run
     from stateflow.testing.fake_openai import FakeOpenAIServer

@@ -4,10 +4,10 @@ execute tool running the re-bound statement in the real SQL environment."""
 from __future__ import annotations
 
 import pytest
-from stateflow.tasks.blackboard import episode_vars
-from stateflow.tasks.methods import build_method
-from stateflow.tasks.registry import default_registry
-from stateflow.tasks.sql_rebind import rebind_columns
+from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.registry import default_registry
+from stateflow.tasks.kit.blackboard import episode_vars
+from stateflow.tasks.sql.rebind import rebind_columns
 
 from stateflow import ModelProfile, StateFlowView, run
 from stateflow.testing.fake_openai import FakeOpenAIServer
@@ -110,7 +110,7 @@ def test_without_rebind_the_same_reply_fails_as_before(sql_env):
 
 
 def test_rebind_is_part_of_the_flow_identity():
-    from stateflow.tasks.identity import flow_fingerprint
+    from stateflow.tasks.harness.identity import flow_fingerprint
 
     bench = default_registry().get("intercode-sql")
     plain, _ = build_method("oneshot", bench)
@@ -130,7 +130,7 @@ def _run_flow(flow, env, replies):
 
 
 def test_voting_with_rebind_counts_a_misbound_candidate_by_what_it_will_run(sql_env):
-    from stateflow.tasks.intercode_sql import build_sql_flow
+    from stateflow.tasks.sql.levers import build_sql_flow
 
     gold = sql_env.task(0).gold  # SELECT count(*) FROM book -> 10
     candidates = [MISBOUND, "Thought: t\nAction: execute[SELECT 7]", MISBOUND, f"Thought: t\nAction: execute[{gold}]"]
@@ -166,7 +166,7 @@ def test_oneshot_vote_keeps_the_greedy_reply_first_and_votes_on_rebound_results(
 
 
 def test_unknown_column_hints_name_the_tables_that_have_it_or_similar_names():
-    from stateflow.tasks.sql_hints import unknown_column_hint
+    from stateflow.tasks.sql.hints import unknown_column_hint
 
     assert unknown_column_hint("Unknown column 'T2.Country' in 'field list'", AIRLINES) == (
         "Country is a column of: airlines, airports."

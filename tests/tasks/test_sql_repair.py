@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from stateflow.tasks.blackboard import episode_vars
-from stateflow.tasks.methods import build_method
-from stateflow.tasks.registry import default_registry
-from stateflow.tasks.sql_repair import build_answer_repair
+from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.registry import default_registry
+from stateflow.tasks.kit.blackboard import episode_vars
+from stateflow.tasks.sql.repair import build_answer_repair
 
 from stateflow import ModelProfile, run
 from stateflow.testing.fake_openai import FakeOpenAIServer

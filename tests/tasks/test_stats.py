@@ -6,7 +6,7 @@ import itertools
 import math
 
 import pytest
-from stateflow.tasks.stats import holm, mcnemar_exact_p, repeat_outcomes, wilson_interval
+from stateflow.tasks.kit.stats import holm, mcnemar_exact_p, repeat_outcomes, wilson_interval
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 

@@ -126,7 +126,7 @@ def scenarios() -> dict[str, Any]:
 
     # The one-shot answer grammar ends the action at its first "]": asked to copy a run-on line
     # (what the 0.5B model wrote in 96 of 100 one-shot answers), the model must stop there.
-    from stateflow.tasks.grammar import ACTION_ONLY_GBNF
+    from stateflow.tasks.kit.grammar import ACTION_ONLY_GBNF
 
     run_on = "Action: execute[SELECT name FROM singer]. Action: submit. Action: execute[SELECT age FROM singer]"
     copy = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -13,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from stateflow.checkpoint import Checkpoint, SQLiteCheckpointer
-from tests.core.checkpoint.contract import ROOT, CheckpointerContract, fill
+from stateflow.checkpoint import Checkpoint, CheckpointCorrupt, CheckpointStoreUnavailable, SQLiteCheckpointer
+from tests.core.checkpoint.contract import ROOT, CheckpointerContract, fill, make
 
 
 class TestSQLiteCheckpointer(CheckpointerContract):
+    deltas = True
+
     @pytest.fixture
     def cp(self, tmp_path: Path) -> Iterator[SQLiteCheckpointer]:
         store = SQLiteCheckpointer(tmp_path / "runs.db")
@@ -70,10 +73,79 @@ def test_a_checkpointer_is_shared_by_threads_each_with_its_connection(tmp_path: 
     cp.close()
 
 
+def test_rows_are_deltas_between_full_rows(tmp_path: Path) -> None:
+    cp = SQLiteCheckpointer(tmp_path / "runs.db", snapshot_every=4)
+    written = [make("t", s) for s in range(9)]
+    for c in written:
+        cp.put(c)
+    with sqlite3.connect(tmp_path / "runs.db") as conn:
+        kinds = [
+            "delta" if json.loads(body).get("format") == "delta" else "full"
+            for (body,) in conn.execute("SELECT body FROM checkpoints ORDER BY step")
+        ]
+        stored = conn.execute("SELECT SUM(LENGTH(body)) FROM checkpoints").fetchone()[0]
+    assert kinds == ["full", "delta", "delta", "delta", "full", "delta", "delta", "delta", "full"]
+    assert stored < 0.65 * sum(len(c.to_json()) for c in written)  # 59 % here; 1/16 at 50 steps
+    assert cp.list("t") == written
+    cp.close()
+    full = SQLiteCheckpointer(tmp_path / "full.db", snapshot_every=1)
+    for c in written:
+        full.put(c)
+    assert full.list("t") == written
+    with sqlite3.connect(tmp_path / "full.db") as conn:
+        assert all("format" not in json.loads(b) for (b,) in conn.execute("SELECT body FROM checkpoints"))
+    full.close()
+
+
+def test_a_long_chain_on_a_damaged_row_names_the_damaged_row(tmp_path: Path) -> None:
+    cp = SQLiteCheckpointer(tmp_path / "runs.db")  # full rows at 0 and 10
+    written = fill(cp, "t", 12)
+    TestSQLiteCheckpointer().write_raw(cp, "t", 2, "{truncated")
+    with pytest.raises(CheckpointCorrupt) as err:
+        cp.get("t", 7)
+    assert "built on step 2, which is damaged" in str(err.value) and "truncated" in str(err.value)
+    assert (err.value.thread_id, err.value.step) == ("t", 7)
+    assert cp.get("t", 1) == written[1] and cp.get("t", 10) == written[10] and cp.latest("t") == written[11]
+    cp.close()
+
+
+def test_a_put_after_a_damaged_latest_row_starts_a_full_row(tmp_path: Path) -> None:
+    cp = SQLiteCheckpointer(tmp_path / "runs.db")
+    fill(cp, "t", 3)
+    TestSQLiteCheckpointer().write_raw(cp, "t", 2, "garbage")
+    writer = SQLiteCheckpointer(tmp_path / "runs.db")  # no cached base: must read it, and cannot
+    writer.put(make("t", 3))
+    assert cp.get("t", 3) == make("t", 3) and cp.get("t", 1) == make("t", 1)
+    cp.close()
+    writer.close()
+
+
 def test_a_path_that_cannot_hold_a_database_fails_at_construction(tmp_path: Path) -> None:
     (tmp_path / "dir.db").mkdir()
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(CheckpointStoreUnavailable) as err:
         SQLiteCheckpointer(tmp_path / "dir.db")
+    assert "dir.db" in str(err.value)
+    (tmp_path / "text.db").write_text("this is not a database, it is a shopping list\n" * 100)
+    with pytest.raises(CheckpointStoreUnavailable, match="not a database"):
+        SQLiteCheckpointer(tmp_path / "text.db")
+
+
+def test_a_writer_locked_out_past_its_timeout_gets_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
+    cp = SQLiteCheckpointer(tmp_path / "runs.db", timeout=0.2)
+    fill(cp, "t", 2)
+    blocker = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another process in the middle of a long write
+    try:
+        with pytest.raises(CheckpointStoreUnavailable) as err:
+            cp.put(make("t", 2))
+        assert "runs.db" in str(err.value) and "locked" in str(err.value)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert cp.latest("t") == make("t", 1)
+    cp.put(make("t", 2))  # and the store works again
+    assert cp.latest("t") == make("t", 2)
+    cp.close()
 
 
 def check_store(path: Path) -> dict[str, int]:

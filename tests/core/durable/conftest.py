@@ -16,11 +16,17 @@ def server() -> Iterator[FakeOpenAIServer]:
         yield srv
 
 
-@pytest.fixture(params=["memory"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def checkpointer(request, tmp_path):
-    """Every checkpointer backend the runs are tested on."""
-    from stateflow.checkpoint import MemoryCheckpointer
+    """Every checkpointer backend the runs are tested on (PostgreSQL: a fresh database on the
+    session's private server, tests/core/conftest.py)."""
+    from stateflow.checkpoint import MemoryCheckpointer, PostgresCheckpointer, SQLiteCheckpointer
 
-    cp = MemoryCheckpointer()
+    if request.param == "memory":
+        cp = MemoryCheckpointer()
+    elif request.param == "sqlite":
+        cp = SQLiteCheckpointer(tmp_path / "runs.db")
+    else:
+        cp = PostgresCheckpointer(request.getfixturevalue("pg_dsn"))
     yield cp
     cp.close()

@@ -197,3 +197,35 @@ def test_vars_that_a_checkpoint_cannot_save_are_named(server, checkpointer) -> N
             vars={"lock": threading.Lock()},
             telemetry=False,
         )
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_a_run_continued_from_any_of_its_checkpoints_sends_exactly_the_remaining_calls(server, view) -> None:
+    # what a crash right after each checkpoint leaves: that checkpoint and the ones before it
+    from stateflow.checkpoint import MemoryCheckpointer
+
+    model = fake_profile(server.url)
+    full = MemoryCheckpointer()
+    reference = run(
+        long_flow(server.url), "T", models=model, view=VIEWS[view](), telemetry=False, checkpointer=full, thread_id="t"
+    )
+    calls = [request_key(b) for b in server.requests]
+    saved = full.list("t")
+    for cut in range(len(saved) - 1):  # the last one is the finished run
+        crashed = MemoryCheckpointer()
+        for checkpoint in saved[: cut + 1]:
+            crashed.put(checkpoint)
+        before = len(server.requests)
+        done = run(
+            long_flow(server.url),
+            "T",
+            models=model,
+            view=VIEWS[view](),
+            telemetry=False,
+            checkpointer=crashed,
+            thread_id="t",
+        )
+        resent = [request_key(b) for b in server.requests[before:]]
+        assert _said(done) == _said(reference), cut
+        done_before = sum(1 for s in saved[cut].payload["steps"] if s["usage"] is not None)
+        assert resent == calls[done_before:], f"continued from step {cut} ({saved[cut].state})"

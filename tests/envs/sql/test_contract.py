@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from stateflow.envs.sql import ERROR_PREFIX, EmbeddedServerPool, SqlEnv, open_sql_env
-from stateflow.tasks.benchmarks import INTERCODE_SQL
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from .conftest import FAST_LIMITS
 

@@ -19,6 +19,7 @@ import pytest
 from stateflow.envs.base import Task
 from stateflow.envs.sql import EmbeddedServerPool, SqlEnv, open_sql_env
 from stateflow.envs.sql.server import open_connection
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from .conftest import needs_mariadb, needs_spider
 from .upstream_reference import SharedConnectionEpisode
@@ -206,11 +207,11 @@ def test_spider_differential(
 
 
 def test_run_spec_and_cli_carry_the_scope(sql_pool: EmbeddedServerPool, tmp_path: Path) -> None:
-    from stateflow.tasks.runner import RunSpec, open_env
+    from stateflow.tasks.harness.runner import RunSpec, open_env
 
     from stateflow import ModelAssignment
 
-    spec = RunSpec("intercode-sql", ("stateflow",), ModelAssignment.of("local"), "default=local", tmp_path)
+    spec = RunSpec(INTERCODE_SQL, ("stateflow",), ModelAssignment.of("local"), "default=local", tmp_path)
     for scope in ("benchmark", "task"):
         env = open_env(replace(spec, sql_database_scope=scope))
         try:

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from stateflow.envs.sql import EmbeddedServerPool, open_sql_env
-from stateflow.tasks.benchmarks import INTERCODE_SQL
-from stateflow.tasks.episode import EpisodeSpec, run_episode
-from stateflow.tasks.metrics import summarize
+from stateflow.tasks.harness.episode import EpisodeSpec, run_episode
+from stateflow.tasks.reports.metrics import summarize
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from stateflow.envs.sql import ERROR_PREFIX, EmbeddedServerPool, SqlEnv, open_sql_env
-from stateflow.tasks.benchmarks import INTERCODE_SQL
-from stateflow.tasks.episode import EpisodeSpec, run_episode
+from stateflow.tasks.harness.episode import EpisodeSpec, run_episode
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.scripted import ScriptedLLM

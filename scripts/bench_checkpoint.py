@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""Checkpoint cost per transition for each checkpointer, and bytes per thread: full copies vs deltas.
+
+Synthetic payloads shaped like a run: a history of ~300-character messages growing by 2 per step
+(with per-message metadata), a blackboard and vars that change every step. For threads of 10 and
+50 steps it measures, per backend, the median cost of one ``put`` and one ``latest`` over every
+checkpoint written (several threads), and the bytes a thread stores as full copies (what the
+checkpointers store: ``Checkpoint.to_json``) against a delta scheme (``stateflow.checkpoint.delta``:
+the new history items and changed keys only).
+
+Episode ratio: the durable-run tests' 9-transition flow (tests/core/durable/flows.py: Prompt, LLM,
+Tool, Judge, a user's AutoGen agent) against the fake OpenAI-compatible server on 127.0.0.1, run
+alternately without and with each checkpointer in this process; the ratio is the median extra
+wall time per episode over the median episode without checkpoints.
+
+PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
+(tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
+
+Usage: .venv/bin/python scripts/bench_checkpoint.py [--threads 20] [--steps 10 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' server helper
+
+from stateflow.checkpoint import (
+    Checkpoint,
+    Checkpointer,
+    MemoryCheckpointer,
+    PostgresCheckpointer,
+    SQLiteCheckpointer,
+    ThreadStatus,
+)
+from stateflow.checkpoint.delta import payload_delta
+from stateflow.checkpoint.record import canonical_json
+
+FILLER = "SELECT name, country FROM singer WHERE age > 30 ORDER BY name; -- observation rows: " * 4
+
+
+def message(thread: str, step: int, k: int) -> dict[str, Any]:
+    return {
+        "role": "assistant" if k else "user",
+        "content": f"{thread}/{step}/{k} {FILLER}"[:300],
+        "meta": {"state": f"S{step % 6}", "tokens": 80 + k, "kind": "llm" if k else "tool"},
+    }
+
+
+def run_payloads(thread: str, steps: int) -> Iterator[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    for step in range(steps):
+        history = [*history, message(thread, step, 0), message(thread, step, 1)]
+        yield {
+            "history": history,
+            "blackboard": {"last_action": f"action {step}", "tables": ["singer", "concert"]},
+            "vars": {"step": step, "errors": step // 7},
+            "usage": {"prompt_tokens": 900 * (step + 1), "completion_tokens": 60 * (step + 1)},
+        }
+
+
+def checkpoints(thread: str, steps: int) -> list[Checkpoint]:
+    return [
+        Checkpoint(thread, step, "bench", "ab" * 32, f"S{step % 6}", ThreadStatus.RUNNING, payload, time.time())
+        for step, payload in enumerate(run_payloads(thread, steps))
+    ]
+
+
+def measure(cp: Checkpointer, threads: int, steps: int, tag: str) -> tuple[float, float]:
+    """Median seconds of one put and of one latest, over every checkpoint of every thread."""
+    puts, latests = [], []
+    for t in range(threads):
+        name = f"{tag}-{steps}-{t}"
+        for c in checkpoints(name, steps):
+            start = time.perf_counter()
+            cp.put(c)
+            puts.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            cp.latest(name)
+            latests.append(time.perf_counter() - start)
+    return statistics.median(puts), statistics.median(latests)
+
+
+def stored_bytes(tmp: str, steps: int, snapshot_every: int) -> int:
+    """Bytes of row bodies a SQLite store holds for one thread."""
+    import sqlite3
+
+    path = Path(tmp) / f"size-{steps}-{snapshot_every}.db"
+    cp = SQLiteCheckpointer(path, durable=False, snapshot_every=snapshot_every)
+    for c in checkpoints("size", steps):
+        cp.put(c)
+    cp.close()
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT SUM(LENGTH(CAST(body AS BLOB))) FROM checkpoints").fetchone()[0]
+
+
+def sizes(steps: int) -> tuple[int, int]:
+    """Bytes a thread stores: full copies, and a delta scheme (step 0 full, then deltas)."""
+    full = delta = 0
+    previous: dict[str, Any] | None = None
+    for c in checkpoints("size", steps):
+        text = c.to_json()
+        full += len(text.encode())
+        if previous is None:
+            delta += len(text.encode())
+        else:
+            record = c.to_dict()
+            record["payload"] = payload_delta(previous, dict(c.payload))
+            delta += len(canonical_json(record).encode())
+        previous = dict(c.payload)
+    return full, delta
+
+
+@contextmanager
+def postgres(dsn: str | None) -> Iterator[str]:
+    if dsn:
+        yield dsn
+        return
+    from tests.core.checkpoint.pg_server import PgServer
+
+    server = PgServer()
+    try:
+        server.start()
+        yield server.create_database("bench")
+    finally:
+        server.destroy()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=20, help="threads per backend and length")
+    parser.add_argument("--steps", type=int, nargs="+", default=[10, 50])
+    parser.add_argument("--postgres", metavar="DSN", help="an existing server (default: start a throwaway one)")
+    parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--episodes", type=int, default=15, help="episodes per backend for the ratio (0: skip)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp, contextmanager_or_none(not args.no_postgres, args.postgres) as dsn:
+        backends: list[tuple[str, Callable[[], Checkpointer]]] = [
+            ("memory", MemoryCheckpointer),
+            ("sqlite (synchronous=FULL)", lambda: SQLiteCheckpointer(Path(tmp) / "full.db")),
+            ("sqlite (durable=False)", lambda: SQLiteCheckpointer(Path(tmp) / "normal.db", durable=False)),
+        ]
+        if dsn:
+            backends.append(("postgres", lambda: PostgresCheckpointer(dsn)))
+        print(f"{'backend':28} {'steps':>5} {'put ms (median)':>16} {'latest ms (median)':>19}")
+        for name, factory in backends:
+            cp = factory()
+            try:
+                for steps in args.steps:
+                    put, latest = measure(cp, args.threads, steps, name.split()[0])
+                    print(f"{name:28} {steps:>5} {put * 1e3:>16.3f} {latest * 1e3:>19.3f}")
+            finally:
+                cp.close()
+        if args.episodes:
+            episode_ratios(backends, args.episodes)  # new thread ids (e0, e1, ...) in the same stores
+        print()
+        print("bytes per thread: full copies, pure deltas (step 0 full), and what SQLite stores per snapshot_every")
+        intervals = [1, 5, 10, 25]
+        head = " ".join(f"{'every=' + str(k):>12}" for k in intervals)
+        print(f"{'steps':>5} {'full copies':>12} {'pure deltas':>12} {head}")
+        for steps in args.steps:
+            full, delta = sizes(steps)
+            stored = " ".join(f"{stored_bytes(tmp, steps, k):>12,}" for k in intervals)
+            print(f"{steps:>5} {full:>12,} {delta:>12,} {stored}")
+        print()
+        print("latest ms (median) by snapshot_every, SQLite durable=False, 50-step threads")
+        for k in intervals:
+            cp = SQLiteCheckpointer(Path(tmp) / f"read-{k}.db", durable=False, snapshot_every=k)
+            put, latest = measure(cp, max(2, args.threads // 4), 50, f"k{k}")
+            fresh = SQLiteCheckpointer(Path(tmp) / f"read-{k}.db", durable=False, snapshot_every=k)
+            cold = []
+            for t in range(max(2, args.threads // 4)):  # a reader without the writer's cache
+                for step in range(50):
+                    start = time.perf_counter()
+                    fresh.get(f"k{k}-50-{t}", step)
+                    cold.append(time.perf_counter() - start)
+            print(
+                f"  every={k:<3} put {put * 1e3:.3f}  latest {latest * 1e3:.3f}  "
+                f"cold get {statistics.median(cold) * 1e3:.3f}"
+            )
+            cp.close()
+            fresh.close()
+
+
+def episode_ratios(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int) -> None:
+    """Median wall time of a fake-model episode without and with each checkpointer (alternated)."""
+    from stateflow import run
+    from stateflow.testing.fake_openai import FakeOpenAIServer
+    from tests.core.durable.flows import fake_profile, long_flow, responder
+
+    print()
+    print(f"episode wall time, {episodes} episodes each (alternated with a run without checkpoints)")
+    print(f"{'backend':28} {'without ms':>11} {'with ms':>9} {'extra ms':>9} {'ratio':>7} {'checkpoints':>12}")
+    with FakeOpenAIServer(responder) as server:
+        model = fake_profile(server.url)
+        run(long_flow(server.url), "T", models=model, telemetry=False)  # warm-up (imports, connections)
+        for name, factory in backends:
+            cp = factory()
+            plain, saved = [], []
+            try:
+                for i in range(episodes):
+                    start = time.perf_counter()
+                    run(long_flow(server.url), "T", models=model, telemetry=False)
+                    plain.append(time.perf_counter() - start)
+                    start = time.perf_counter()
+                    run(long_flow(server.url), "T", models=model, telemetry=False, checkpointer=cp, thread_id=f"e{i}")
+                    saved.append(time.perf_counter() - start)
+                per_thread = len(cp.list("e0"))
+            finally:
+                cp.close()
+            base, with_cp = statistics.median(plain), statistics.median(saved)
+            print(
+                f"{name:28} {base * 1e3:>11.1f} {with_cp * 1e3:>9.1f} {(with_cp - base) * 1e3:>9.1f} "
+                f"{(with_cp - base) / base:>7.1%} {per_thread:>12}"
+            )
+
+
+@contextmanager
+def contextmanager_or_none(wanted: bool, dsn: str | None) -> Iterator[str | None]:
+    if not wanted:
+        yield None
+        return
+    with postgres(dsn) as address:
+        yield address
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Which checkpointer a command line or config means: a SQLite file or a PostgreSQL DSN.
+
+``stateflow run FLOW --task ... --thread ID``, ``stateflow resume`` and ``stateflow threads``
+take ``--checkpoints WHERE``; without it, ``$STATEFLOW_CHECKPOINTS``; without that, one SQLite
+file in the user's data directory (``platformdirs``; on Linux
+``~/.local/share/stateflow/threads.db``), so a run paused in one terminal is found by a resume
+in another.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from stateflow.checkpoint.protocol import Checkpointer
+
+__all__ = ["CHECKPOINTS_ENV", "default_checkpoints", "open_checkpointer"]
+
+#: The variable naming the default checkpoint store (a file path or a ``postgresql://`` DSN).
+CHECKPOINTS_ENV = "STATEFLOW_CHECKPOINTS"
+
+
+def default_checkpoints() -> str:
+    """``$STATEFLOW_CHECKPOINTS``, else ``threads.db`` in the user data directory."""
+    explicit = os.environ.get(CHECKPOINTS_ENV)
+    if explicit:
+        return explicit
+    from platformdirs import user_data_path
+
+    return str(user_data_path("stateflow", appauthor=False) / "threads.db")
+
+
+def open_checkpointer(where: str | os.PathLike[str] | None = None) -> Checkpointer:
+    """The checkpointer at ``where``: ``postgresql://...`` (or ``postgres://``) opens a
+    :class:`~stateflow.checkpoint.PostgresCheckpointer`; anything else is a SQLite file (its
+    directory is created). ``None``: :func:`default_checkpoints`.
+
+    Raises:
+        CheckpointStoreUnavailable: the store cannot be opened (named, without a password).
+    """
+    text = str(where) if where is not None else default_checkpoints()
+    if text.startswith(("postgresql://", "postgres://")):
+        from stateflow.checkpoint.postgres import PostgresCheckpointer
+
+        return PostgresCheckpointer(text)
+    from stateflow.checkpoint.sqlite import SQLiteCheckpointer
+
+    path = Path(text).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return SQLiteCheckpointer(path)

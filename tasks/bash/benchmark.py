@@ -1,0 +1,51 @@
+"""The InterCode-Bash benchmark: its :class:`~stateflow.tasks.kit.benchmark.Benchmark` record."""
+
+from __future__ import annotations
+
+from stateflow.envs.base import Environment, Task
+from stateflow.tasks.agents.methods import baseline_methods, spec_agent_methods, stateflow_methods
+from stateflow.tasks.bash.flow import build_bash_flow
+from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions
+from stateflow.tasks.kit.prompts import PROMPTS_DIR
+from stateflow.tasks.kit.spec_prompts import BASH_SPEC_DOMAIN
+from stateflow.tasks.kit.tools import ObservationFormat
+
+from stateflow import Flow
+
+__all__ = ["BASH_FMT", "INTERCODE_BASH"]
+
+
+def _task(task: Task) -> str:
+    return f"Task: {task.query}"
+
+
+def _open_bash(options: EnvOptions) -> Environment:
+    from stateflow.envs.bash import open_bash_env
+
+    return open_bash_env(options.dataset, backend=options.backend, data_dir=options.data_dir)
+
+
+def _bash_flow(grammar: bool) -> Flow:
+    return build_bash_flow(grammar=grammar)
+
+
+BASH_FMT = ObservationFormat(full_schema=False)
+
+INTERCODE_BASH = Benchmark(
+    name="intercode-bash",
+    domain="bash",
+    open_env=_open_bash,
+    task_prompt=_task,
+    observation=BASH_FMT,
+    methods={
+        **stateflow_methods("", _bash_flow),
+        **baseline_methods("bash", BASH_FMT),
+        **spec_agent_methods("bash", BASH_SPEC_DOMAIN, BASH_FMT),
+    },
+    prompts_dir=PROMPTS_DIR / "bash",
+    default_backend="sandbox",
+    backends=("sandbox", "docker"),
+    flows={"intercode-bash": build_bash_flow},
+    spec_domain=BASH_SPEC_DOMAIN,
+    description="InterCode-Bash: NL2Bash tasks in a sandboxed shell",
+)
