@@ -2,7 +2,7 @@
 
 :data:`PLUGIN` is declared in ``pyproject.toml`` under the ``stateflow.plugins`` entry points;
 the core CLI loads it and gets the commands ``run``, ``resume``, ``threads``, ``history``, ``report``,
-``compare``, ``archive``, ``demo``, ``data`` and ``bench paper``, and the named flows of every
+``compare``, ``archive``, ``demo``, ``data``, ``bench paper`` and ``ui``, and the named flows of every
 registered benchmark (``stateflow graph intercode-sql``).
 """
 
@@ -20,13 +20,14 @@ __all__ = ["PLUGIN", "registered_flows"]
 
 
 def _register(app: typer.Typer) -> None:
-    from stateflow.tasks.cli import bench, data, results, run, threads
+    from stateflow.tasks.cli import bench, data, results, run, threads, ui
 
     run.register(app)
     threads.register(app)
     results.register(app)
     data.register(app)
     bench.register(app)
+    ui.register(app)
 
 
 def registered_flows() -> dict[str, Callable[[], Flow]]:

@@ -324,7 +324,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print the paper-style table and write plots and an HTML report."""
         from stateflow.tasks.reports.metrics import GROUP_KEYS, load_results, summarize
-        from stateflow.tasks.reports.report import metrics_table, write_report
+        from stateflow.tasks.reports.report import metrics_table
+        from stateflow.tasks.ui.static_report import write_report
 
         records = load_results(dirs)
         if not records:
@@ -377,8 +378,9 @@ def register(app: typer.Typer) -> None:
         from stateflow.tasks.bash.benchmark import INTERCODE_BASH
         from stateflow.tasks.harness.runner import RunSpec, evaluate
         from stateflow.tasks.reports.metrics import summarize
-        from stateflow.tasks.reports.report import metrics_table, write_report
+        from stateflow.tasks.reports.report import metrics_table
         from stateflow.tasks.sql.benchmark import BEST_SQL_SUFFIX, INTERCODE_SQL
+        from stateflow.tasks.ui.static_report import write_report
 
         variants = {
             "paper": ("", "the paper's (Init runs SHOW TABLES)"),

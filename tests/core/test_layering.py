@@ -1,5 +1,5 @@
 """The dependency direction the project promises: ``tasks -> sf_agent/envs -> stateflow`` (core),
-and inside ``tasks/`` the rooms: ``cli -> reports -> harness -> sql | bash | pdoctor -> agents -> kit``.
+and inside ``tasks/`` the rooms: ``cli -> ui -> reports -> harness -> sql | bash | pdoctor -> agents -> kit``.
 
 Checked on the source by AST, every import statement (top-level or inside a function), so a lazy
 import cannot hide a dependency. A module's layer is the repository folder its file lives in
@@ -52,7 +52,7 @@ def test_layer_imports_nothing_above_it(folder: str) -> None:
 
 
 # The application's rooms (tasks/<room>/) -> the rooms each may import, itself included.
-# kit <- agents <- benchmarks (sql, bash, pdoctor: never each other) <- harness <- reports <- cli.
+# kit <- agents <- benchmarks (sql, bash, pdoctor: never each other) <- harness <- reports <- ui <- cli.
 _BENCHMARKS = ("sql", "bash", "pdoctor")
 ROOMS: dict[str, frozenset[str]] = {
     "kit": frozenset({"kit"}),
@@ -60,7 +60,9 @@ ROOMS: dict[str, frozenset[str]] = {
     **{b: frozenset({"kit", "agents", b}) for b in _BENCHMARKS},
     "harness": frozenset({"kit", "agents", *_BENCHMARKS, "harness"}),
     "reports": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports"}),
-    "cli": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports", "cli"}),
+    # `stateflow ui` and the one-file report drawn from its templates
+    "ui": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports", "ui"}),
+    "cli": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports", "ui", "cli"}),
 }
 
 

@@ -23,7 +23,7 @@ from stateflow.tasks.pdoctor.flows import (
     parse_requirements,
 )
 from stateflow.tasks.pdoctor.report import markdown, summarize_pdoctor
-from stateflow.tasks.reports.report import write_report
+from stateflow.tasks.ui.static_report import write_report
 
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.scripted import ScriptedLLM

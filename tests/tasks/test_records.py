@@ -227,7 +227,7 @@ def test_a_short_write_is_an_error_naming_the_file_and_resume_drops_the_torn_par
 
 def test_the_html_report_of_a_record_with_a_lone_surrogate_is_written(tmp_path):
     """The same half UTF-16 pair must not fail ``stateflow report`` (the page keeps its escape)."""
-    from stateflow.tasks.reports.report import write_html
+    from stateflow.tasks.ui.static_report import write_html
 
     reply = json.loads('"bad \\ud83d half"')
     message = {"role": "assistant", "name": "solve", "state": "Solve", "kind": "llm", "content": reply}

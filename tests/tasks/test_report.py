@@ -8,8 +8,8 @@ import tempfile
 
 import pytest
 from stateflow.tasks.harness.runner import RunSpec, evaluate
-from stateflow.tasks.reports.report import write_report
 from stateflow.tasks.sql.benchmark import INTERCODE_SQL
+from stateflow.tasks.ui.static_report import write_report
 
 from tests.tasks.test_runner import ORACLE_SPEC
 
@@ -62,7 +62,8 @@ def test_html_report_opens_in_chromium_without_console_errors(tmp_path, records)
     dom = proc.stdout
     assert 'data-ready="yes"' in dom  # the page's script ran to the end
     assert 'class="ep ok sel"' in dom  # the first episode of a group is selected...
-    assert 'class="node hl"' in dom  # ...and its path is highlighted on the state graph
+    assert 'class="node visited"' in dom  # ...and its path is highlighted on the state graph
+    assert dom.count('class="epdetail"') == 2  # one episode's detail shown per group, the others hidden
 
 
 def test_labels_of_crowded_points_do_not_cover_one_another():
@@ -148,3 +149,30 @@ def test_tokens_by_state_keeps_a_state_colour_across_panels_and_the_bars_in_the_
             assert all(p.get_facecolor() == to_rgba(colors[bars.get_label()]) for p in bars.patches)
     assert [t.get_text() for t in left.get_xticklabels()] == ["b", "a"]  # given first, then the rest sorted
     plt.close(fig)
+
+
+def test_tokens_by_state_legend_keeps_the_states_of_each_flow_apart():
+    """Regression (issue 47): one legend listed every flow's states together."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from stateflow.tasks.reports.report import plot_tokens_by_state
+
+    def use(*states):
+        return {s: {"prompt": 10, "completion": 1} for s in states}
+
+    per_state = {
+        ("react",): use("Act"),
+        ("stateflow",): use("Observe", "Solve"),
+        ("sf_agent",): use("Observe", "Solve"),
+    }
+    fig, ax = plt.subplots()
+    plot_tokens_by_state(ax, per_state)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["react:", "  Act", "sf_agent, stateflow:", "  Observe", "  Solve"]
+    fig2, ax2 = plt.subplots()
+    plot_tokens_by_state(ax2, {("a",): use("Solve"), ("b",): use("Solve")})
+    assert [t.get_text() for t in ax2.get_legend().get_texts()] == ["Solve"]  # one flow: no headings
+    plt.close(fig)
+    plt.close(fig2)

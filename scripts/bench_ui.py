@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""`stateflow ui` on a results directory of 10,000 episodes: time to first page, memory, episode page.
+
+The directory is made from real records: the gold-replay oracle runs three methods on the demo
+SQL tasks (MariaDB needed, as for the tests), and its records are copied, with new task indices,
+identities and outcomes, up to ``--episodes`` lines (each keeps its whole trace, ~4 KB a line, so
+the file is as heavy as a real run's).
+
+Measured over real HTTP on 127.0.0.1 (the server in a thread of this process):
+
+* index: building the index of the file (every line read once, traces dropped);
+* first page: from nothing to the overview's last byte (index + page), and the overview alone;
+* the tasks page (filter + sort + one page of 50), an episode page (first: drawing the graph with
+  Graphviz; then the median of ``--samples`` random episodes), side by side;
+* refresh: a request when the file did not change, and after one more record was appended;
+* memory: the process's resident set before and after indexing, and Python's traced peak while
+  indexing (tracemalloc, in a second pass: it slows the pass down, so it is not timed).
+* baseline, in the same process: loading every record whole, as ``stateflow report`` does
+  (:meth:`ResultsFile.load`); the index's time and memory are also given as ratios to it, which
+  hold on a busy machine where the absolute times do not.
+
+Usage: .venv/bin/python scripts/bench_ui.py [--episodes 10000] [--samples 50] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+import tracemalloc
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlencode
+
+from stateflow.tasks.harness.records import ResultsFile
+from stateflow.tasks.harness.runner import RunSpec, evaluate
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
+from stateflow.tasks.ui.app import UiApp
+from stateflow.tasks.ui.index import RunIndex
+from stateflow.tasks.ui.server import running
+
+from stateflow import ModelAssignment
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def make_dir(out: Path, episodes: int, seed: int = 0) -> Path:
+    """A results directory of ``episodes`` records copied from a real oracle run."""
+    seed_dir = out / "seed"
+    spec = RunSpec(
+        INTERCODE_SQL,
+        ("stateflow", "react", "sf_agent"),
+        out=seed_dir,
+        models=ModelAssignment.of("local"),
+        models_label="default=local",
+        oracle=True,
+    )
+    evaluate(spec, progress=False)
+    seeds = [json.loads(line) for line in (seed_dir / "results.jsonl").read_text().splitlines()]
+    rng = random.Random(seed)
+    big = out / "big"
+    big.mkdir()
+    methods = 5  # copies of each seed method, as if 15 methods (or settings) had run
+    with (big / "results.jsonl").open("w", encoding="utf-8") as fh:
+        for i in range(episodes):
+            r = dict(seeds[i % len(seeds)])
+            copy = (i // len(seeds)) % methods
+            r["method"] = f"{r['method']}_{copy}"
+            r["identity_digest"] = f"{r['identity_digest']}{copy}"
+            r["task"] = i // (len(seeds) * methods) * 20 + r["task"]
+            ok = rng.random() < 0.3 + 0.1 * copy
+            r["success"], r["reward_raw"], r["reward"] = ok, float(ok), float(ok)
+            r["wall_s"] = round(rng.uniform(2, 20), 2)
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return big
+
+
+def _get(url: str) -> tuple[float, int]:
+    t = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        body = resp.read()
+    return time.perf_counter() - t, len(body)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--episodes", type=int, default=10_000)
+    ap.add_argument("--samples", type=int, default=50)
+    ap.add_argument("--keep", type=Path, default=None, help="make the directory here (and keep it)")
+    args = ap.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="bench-ui-"))
+    root.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    big = make_dir(root, args.episodes)
+    size = (big / "results.jsonl").stat().st_size
+    print(f"results file: {args.episodes} episodes, {size / 1e6:.1f} MB (made in {time.perf_counter() - t:.1f} s)")
+
+    rss0 = _rss_mb()
+    t0 = time.perf_counter()
+    index = RunIndex([big])
+    t_index = time.perf_counter() - t0
+    rss1 = _rss_mb()
+    app = UiApp(index)
+    with running(app) as server:
+        base = server.url.rstrip("/")
+        t_over, n_over = _get(base + "/")
+        t_first = time.perf_counter() - t0
+        t_over2, _ = _get(base + "/")
+        t_tasks, _ = _get(base + "/tasks?" + urlencode({"outcome": "failed", "sort": "tokens", "desc": "1"}))
+        eps = list(index.episodes())
+        rng = random.Random(1)
+        sample = rng.sample(eps, min(args.samples, len(eps)))
+
+        def ep_url(ep) -> str:
+            return base + "/episode?" + urlencode({"src": 0, "id": ep.key[0], "task": ep.record.task})
+
+        t_ep_first, _ = _get(ep_url(sample[0]))
+        t_eps = [_get(ep_url(ep))[0] for ep in sample]
+        a, b = eps[0], next(e for e in eps if e.record.task == eps[0].record.task and e is not eps[0])
+        side = {"a_src": 0, "a_id": a.key[0], "b_src": 0, "b_id": b.key[0], "task": a.record.task}
+        t_side, _ = _get(base + "/side?" + urlencode(side))
+        t_idle, _ = _get(base + "/api/stamp")
+        with (big / "results.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write((big / "results.jsonl").read_text().splitlines()[0].replace('"task": ', '"task": 9999') + "\n")
+        t_grow, _ = _get(base + "/api/stamp")
+    rss2 = _rss_mb()
+
+    tracemalloc.start()
+    kept = RunIndex([big])
+    held, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del kept
+    t = time.perf_counter()
+    ResultsFile(big / "results.jsonl").load()
+    t_full = time.perf_counter() - t
+    t = time.perf_counter()
+    RunIndex([big])
+    t_index2 = time.perf_counter() - t
+    tracemalloc.start()
+    whole = ResultsFile(big / "results.jsonl").load()
+    held_full, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del whole
+
+    print(f"index ({len(eps)} episodes):          {t_index * 1000:8.0f} ms")
+    print(
+        f"first page (index + overview):   {t_first * 1000:8.0f} ms   (overview alone {t_over * 1000:.0f} ms, "
+        f"again {t_over2 * 1000:.0f} ms, {n_over / 1000:.0f} KB)"
+    )
+    print(f"tasks page (filter, sort, page): {t_tasks * 1000:8.0f} ms")
+    print(f"episode page, first (graphviz):  {t_ep_first * 1000:8.0f} ms")
+    print(
+        f"episode page, median of {len(t_eps)}:     {statistics.median(t_eps) * 1000:8.1f} ms   "
+        f"(max {max(t_eps) * 1000:.1f} ms)"
+    )
+    print(f"side by side:                    {t_side * 1000:8.1f} ms")
+    print(
+        f"refresh, file unchanged:         {t_idle * 1000:8.1f} ms   after one appended record: {t_grow * 1000:.1f} ms"
+    )
+    print(
+        f"memory: RSS {rss0:.0f} MB before indexing, {rss1:.0f} MB after (+{rss1 - rss0:.0f} MB for a "
+        f"{size / 1e6:.0f} MB file), {rss2:.0f} MB after the pages; traced peak while indexing {peak / 1e6:.0f} MB"
+    )
+
+    print(
+        f"baseline, every record loaded whole: {t_full * 1000:.0f} ms, {held_full / 1e6:.0f} MB held; "
+        f"the index: {t_index2 * 1000:.0f} ms ({t_full / t_index2:.1f}x faster), {held / 1e6:.0f} MB held "
+        f"({held_full / held:.1f}x less)"
+    )
+
+
+if __name__ == "__main__":
+    main()
