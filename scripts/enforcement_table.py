@@ -11,7 +11,7 @@ The sample is fixed: ``--sql-n`` Spider dev and ``--bash-n`` NL2Bash task indice
 seeded RNG (seed 19), in that order; ``--limit`` runs only the first N of each (the table then
 says so through its ``n`` column: nothing is extrapolated). Results go to
 ``runs/enforcement/<benchmark>-<model>/results.jsonl``; the table and ``docs/enforcement.png`` are
-written into ``docs/results.md`` between the enforcement markers.
+written into ``docs/results-history.md`` (the appendix of ``docs/results.md``) between the enforcement markers.
 
 Valid-step rate = model steps the spec accepted where they were written / (those steps + the
 violations the spec found: discarded and corrected by the monitor, kept as is without
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     command = ".venv/bin/python scripts/enforcement_table.py"
     write_results(
         markdown(table, args.agent, {"intercode-sql": args.sql_n, "intercode-bash": args.bash_n}, command),
-        args.docs / "results.md",
+        args.docs / "results-history.md",  # the run-by-run appendix (docs/results.md leads with the headline)
     )
     for c in table:
         print(c)

@@ -85,6 +85,7 @@ class _ProfileSchema(BaseModel):
     local_model: str | None
     function_calling: bool | None
     n_threads: int | None = Field(ge=1, le=1024)
+    seed: int | None = Field(ge=0)
 
     @field_validator("base_url")
     @classmethod
@@ -132,6 +133,9 @@ class ModelProfile:
             the managed server's (resolved when a run starts).
         api_key_env: environment variable that holds the API key (never the key itself).
         temperature, max_tokens, stop: sampling settings sent with every request.
+        seed: the sampler's seed sent with every request (``None``: the server's own); repeats
+            of an episode at a temperature above 0 (``stateflow run --repeats``) use one each.
+            A call that sets its own seed (a vote's candidates, a repeat guard's re-asks) keeps it.
         price_per_1k: dollars per 1,000 (prompt, completion) tokens; used for cost accounting.
         extra_body: further request fields sent verbatim (e.g. ``{"top_k": 20}``). Note that
             llama-cpp-python's server, the embedded model's too, applies ``repeat_penalty`` 1.1
@@ -170,6 +174,7 @@ class ModelProfile:
     api_key_value: str | None = field(default=None, repr=False)
     function_calling: bool | None = None
     n_threads: int | None = None
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.provider not in _PROVIDERS:

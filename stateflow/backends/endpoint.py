@@ -102,6 +102,8 @@ class Endpoint:
             fields["max_tokens"] = p.max_tokens
         if p.stop:
             fields["stop"] = self.stops(())
+        if p.seed is not None:
+            fields["seed"] = p.seed
         if p.extra_body:
             fields["extra_body"] = dict(p.extra_body)
         return fields

@@ -58,6 +58,53 @@ def register(app: typer.Typer) -> None:
     bench = typer.Typer(help="Reproduce comparisons (many runs, one resumable command).", no_args_is_help=True)
     app.add_typer(bench, name="bench")
 
+    @bench.command("heldout")
+    def heldout_cmd(
+        archives: Annotated[
+            list[Path] | None,
+            typer.Argument(help="archive or results files / directories (default: the record archives in docs/data)"),
+        ] = None,
+        results: Annotated[Path, typer.Option(help="the document whose heldout section is rewritten")] = Path(
+            "docs/results.md"
+        ),
+        data: Annotated[str | None, typer.Option(help="directory with InterCode's sql/ and bash/ data")] = None,
+        unarchived: Annotated[
+            Path | None,
+            typer.Option(help="ledger of held-out runs without records (default: docs/data/heldout/unarchived.json)"),
+        ] = None,
+    ) -> None:
+        """List every recipe evaluated on the held-out sample, with how many of its family came before.
+
+        Rewrites the section between the `heldout` markers of --results (see stateflow.tasks.reports.heldout);
+        prints the same table.
+        """
+        from stateflow.tasks.kit.episode_record import InvalidRecordError
+        from stateflow.tasks.reports.doc_sections import SectionMarkers, write_section
+        from stateflow.tasks.reports.heldout import heldout_evaluations, heldout_section, heldout_tasks, load_unarchived
+        from stateflow.tasks.reports.metrics import load_results
+
+        console = Console(stderr=True)
+        if archives:
+            files = list(archives)
+            records = load_results([str(f) for f in files])
+        else:  # every record archive under docs/data; other JSONL files there (vote candidates) are skipped
+            files, records = [], []
+            for f in sorted(Path("docs/data").rglob("*.jsonl")):
+                try:
+                    records += load_results([str(f)])
+                except InvalidRecordError:
+                    console.print(f"skipped {escape(str(f))}: not a file of episode records")
+                    continue
+                files.append(f)
+            if not files:
+                raise ConfigError("no archive given and no record archive under docs/data")
+        ledger = Path("docs/data/heldout/unarchived.json") if unarchived is None else unarchived
+        evaluations = heldout_evaluations(records, heldout_tasks(records, data), load_unarchived(ledger))
+        command = "stateflow " + shlex.join(sys.argv[1:]) if sys.argv[1:2] == ["bench"] else "stateflow bench heldout"
+        body = heldout_section(evaluations, sources=[f.as_posix() for f in files], command=command)
+        write_section(results, SectionMarkers("heldout"), body)
+        Console().print(body, markup=False, soft_wrap=True)
+
     @bench.command("paper")
     def paper_cmd(
         models: Annotated[str, typer.Option(help="comma-separated model profiles (columns)")] = "local,local-small",
@@ -102,6 +149,13 @@ def register(app: typer.Typer) -> None:
         no_run: Annotated[
             bool, typer.Option("--no-run", help="run nothing: write the documents from what is recorded")
         ] = False,
+        gold: Annotated[
+            Path,
+            typer.Option(
+                help="archived gold replays (`run --policy oracle --repeats K`, archived here): the tasks whose "
+                "gold did not reproduce are named under their benchmark's table (skipped when absent)"
+            ),
+        ] = Path("docs/data/gold"),
         no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
     ) -> None:
         """Run the paper's comparison (every method x every model) and write the tables and plots.
@@ -156,7 +210,12 @@ def register(app: typer.Typer) -> None:
         if any(o.records for o in outcomes):
             command = "stateflow " + shlex.join(sys.argv[1:])
             date = datetime.now(UTC).strftime("%Y-%m-%d")
-            for path in write_paper_docs(outcomes, docs, command=command, tasks=tasks, date=date):
+            from stateflow.tasks.reports.gold_check import gold_replays
+            from stateflow.tasks.reports.metrics import load_results
+
+            archived = sorted(gold.glob("*.jsonl")) if gold.is_dir() else []
+            replays = gold_replays(load_results([str(p) for p in archived])) if archived else []
+            for path in write_paper_docs(outcomes, docs, command=command, tasks=tasks, date=date, gold=replays):
                 console.print(f"wrote {escape(str(path))}")
         else:  # a typo must not replace a published section with a table of failures
             console.print("[yellow]no episode recorded in any pair:[/] the documents were left as they were")

@@ -1,5 +1,5 @@
 """Commands on recorded results: `stateflow compare` (one method against another on the tasks both
-finished: won / lost, sign test) and `stateflow archive` (keep a run's records, without traces, in
+finished: won / lost, exact McNemar test) and `stateflow archive` (keep a run's records, without traces, in
 a file to commit).
 
 Each side is a results directory, a results file or an archive file
@@ -138,7 +138,8 @@ def register(app: typer.Typer) -> None:
             typer.Option("--show", help="also print each task won or lost: question, gold, both sides' last command"),
         ] = False,
     ) -> None:
-        """Compare two methods on the tasks both finished: success, won / lost, sign test, tokens, time."""
+        """Compare two methods on the tasks both finished: success with its 95 % Wilson interval, won / lost,
+        the exact McNemar test on them, tokens, time."""
         from stateflow.tasks.cli.run import _table_console
         from stateflow.tasks.reports.metrics import load_results
         from stateflow.tasks.reports.paired import compare, side_records
@@ -161,6 +162,10 @@ def register(app: typer.Typer) -> None:
         table.add_column("candidate", overflow="fold")
         table.add_row("", escape(result.baseline), escape(result.candidate))
         table.add_row("success %", f"{result.success('baseline'):.1f}", f"{result.success('candidate'):.1f}")
+        table.add_row(
+            "  95 % CI (Wilson)",
+            *(ci.text() for ci in (result.interval("baseline"), result.interval("candidate")) if ci is not None),
+        )
         for level, split in result.by_hardness.items():
             table.add_row(
                 f"  {level} ({split.tasks})",
@@ -172,7 +177,8 @@ def register(app: typer.Typer) -> None:
         table.add_row("s / task", *(f"{v:.1f}" for v in result.mean_wall_s))
         console.print(table)
         console.print(
-            f"candidate won {result.won}, lost {result.lost} (sign test p = {result.p_value:.3g}); "
+            f"candidate won {result.won}, lost {result.lost} (exact McNemar test on the discordant tasks: "
+            f"p = {result.p_value:.3g}); "
             f"same reward on {result.same_reward} of {len(result.tasks)} tasks"
         )
         if result.only_baseline or result.only_candidate:

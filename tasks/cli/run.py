@@ -119,6 +119,24 @@ def _warn_never_submitted(console: Console, records: list) -> None:
         console.print(Text.assemble(("warning:", "yellow"), f" {line}"), highlight=False, soft_wrap=True)
 
 
+def _print_gold_check(console: Console, records: list, repeats: int) -> None:
+    """The oracle's replays: the tasks whose gold reward differed between fresh replays."""
+    from stateflow.tasks.reports.gold_check import gold_replays
+
+    replays = gold_replays(records)
+    unstable = [g for g in replays if not g.stable]
+    console.print(
+        f"gold check: {len(replays)} task(s) replayed {repeats} times in fresh environments; "
+        + (
+            f"{len(unstable)} gold(s) scored differently between replays:"
+            if unstable
+            else "every gold scored the same in every replay"
+        )
+    )
+    for g in unstable:
+        console.print(f"  {g.benchmark} {g.dataset} {g.text()}")
+
+
 def _report_dir(first: Path) -> Path:
     """Where ``report`` writes by default: a results directory itself, the run directory of its
     ``results.jsonl``, and a ``<stem>-report`` folder next to any other file. Why the last: two
@@ -191,6 +209,19 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
         task: Annotated[str | None, typer.Option(help="with a flow target: the task text")] = None,
+        repeats: Annotated[
+            int,
+            typer.Option(
+                min=1,
+                help="run each episode K times, repeat r at sampler seed --sampling-seed + r; reports pass@1 "
+                "(with its interval), pass@K, pass^K and the tasks whose outcome flips (needs a temperature > 0)",
+            ),
+        ] = 1,
+        sampling_seed: Annotated[int, typer.Option(min=0, help="--repeats: the first repeat's sampler seed")] = 0,
+        temperature: Annotated[
+            float | None,
+            typer.Option(min=0.0, max=2.0, help="sample every model at this temperature (a new setting)"),
+        ] = None,
         thread: Annotated[
             str | None,
             typer.Option(help="with a flow target: save the run as this thread (continues it if it exists)"),
@@ -215,7 +246,7 @@ def register(app: typer.Typer) -> None:
         from the current directory), evaluated with the same records, resume and report.
         """
         from stateflow.tasks.harness.registry import default_registry
-        from stateflow.tasks.harness.runner import RunSpec, evaluate
+        from stateflow.tasks.harness.runner import RunSpec
         from stateflow.tasks.kit.benchmark import DatasetRequest
 
         console = Console(stderr=True)
@@ -229,7 +260,13 @@ def register(app: typer.Typer) -> None:
         if target is None:
             raise typer.BadParameter("give a benchmark or flow (or --list-methods)", param_hint="TARGET")
         assignment, label = _assignment(model or [], config)
+        if temperature is not None:
+            from stateflow.tasks.harness.repeats import with_temperature
+
+            assignment = with_temperature(assignment, temperature)
         if target not in registry:
+            if repeats > 1:
+                raise ConfigError(f"--repeats {repeats} applies to benchmark runs, not to one flow run on --task")
             _run_flow(target, task, assignment, console, registry, thread, checkpoints)
             return
         bench = registry.get(target)
@@ -264,13 +301,23 @@ def register(app: typer.Typer) -> None:
             mix_settings=mix_settings,
             order=order.value,
         )
+        from stateflow.tasks.harness.repeats import check_repeats, repeat_rows, repeat_table, run_repeats
+
+        check_repeats(assignment, repeats, oracle=spec.oracle)  # before any model starts
         chosen = _executor(executor, ray_address, None if spec.oracle else assignment, ray_worker_cpus)
         with stop_on_signals():
-            summary = evaluate(spec, console=console, progress=not no_progress, **chosen)
-        _print_results(_table_console(), summary.records, f"{target} ({dataset}) — {out}")
+            summaries = run_repeats(
+                spec, repeats, seed=sampling_seed, console=console, progress=not no_progress, **chosen
+            )
+        records = [r for s in summaries for r in s.records]
+        _print_results(_table_console(), records, f"{target} ({dataset}) — {out}")
+        if repeats > 1 and spec.oracle:
+            _print_gold_check(_table_console(), records, repeats)
+        elif repeats > 1:
+            _table_console().print(repeat_table(repeat_rows(records, repeats)))
         console.print(f"results: {out / 'results.jsonl'}   report: stateflow report {out}")
-        _warn_never_submitted(console, summary.records)
-        if summary.interrupted:
+        _warn_never_submitted(console, records)
+        if any(s.interrupted for s in summaries):
             raise typer.Exit(130)
 
     @app.command("report")
@@ -298,6 +345,15 @@ def register(app: typer.Typer) -> None:
         if by_hardness:
             keys = (*GROUP_KEYS, "hardness")
             console.print(metrics_table(summarize(records, keys), keys, title="by hardness"))
+        from stateflow.tasks.harness.repeats import recorded_repeats, repeat_rows, repeat_table
+
+        k = recorded_repeats(records)
+        if k > 1:  # records of `run --repeats K`: pass@1 with its interval, pass@K, pass^K, flips
+            rows = repeat_rows([r for r in records if r.models != "oracle"], k)
+            if rows:
+                console.print(repeat_table(rows))
+            if any(r.models == "oracle" for r in records):
+                _print_gold_check(console, records, k)
         from stateflow.tasks.pdoctor.report import pdoctor_tables  # pdoctor: by number of actions and error class
 
         for table in pdoctor_tables(records):

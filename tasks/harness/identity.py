@@ -16,7 +16,11 @@ What is in it, and why:
   profiles: model, provider, endpoint, sampling settings);
 * ``max_turns``, ``grammar`` and ``backend`` (the SQL server or Bash sandbox kind);
 * ``database_scope`` (SQL only): whether ``USE`` may leave the task's database, which changes
-  rewards (see ``envs/sql/README.md``).
+  rewards (see ``envs/sql/README.md``);
+* ``repeat`` and ``seed`` (``stateflow run --repeats K``): which of K repeats of the episode this
+  is and the sampler seed it ran with. Stored only when set, so every record made without
+  repeats keeps its digest; repeats of one setting differ only there (:data:`REPEAT_FIELDS`), so
+  a results directory holds them side by side and reports pool them.
 
 Deliberately left out: the worker count, the per-task timeout (it only decides when a slow
 episode is cut off, which is recorded as ``status="timeout"`` and re-run with
@@ -41,6 +45,7 @@ from stateflow.fingerprint import callables_without_stable_id, flow_fingerprint
 
 __all__ = [
     "IDENTITY_VERSION",
+    "REPEAT_FIELDS",
     "RUN_WIDE_FIELDS",
     "EpisodeIdentity",
     "FieldDifference",
@@ -50,6 +55,7 @@ __all__ = [
     "flow_fingerprint",
     "models_fingerprint",
     "prompts_fingerprint",
+    "setting_digest",
 ]
 
 IDENTITY_VERSION = 2  # bump when the meaning of a field changes: old records then never match
@@ -60,6 +66,9 @@ _PROFILE_FIELDS = ("model", "provider", "base_url", "temperature", "max_tokens",
 
 # Fields that identify the method within a run; every other field is a run-wide setting.
 _METHOD_FIELDS = frozenset({"method", "flow", "flow_sha256"})
+
+REPEAT_FIELDS = ("repeat", "seed")
+"""The fields that tell the repeats of one setting apart (absent from records made without repeats)."""
 
 
 def _sha256(obj: Any) -> str:
@@ -89,7 +98,12 @@ def models_fingerprint(models: ModelAssignment | ModelProfile) -> str:
         resolved = {"*": models}
     else:
         resolved = {state: models.profiles[name] for state, name in models.by_state.items()}
-    return _sha256({state: {f: getattr(p, f) for f in _PROFILE_FIELDS} for state, p in sorted(resolved.items())})
+    return _sha256({state: _profile_payload(p) for state, p in sorted(resolved.items())})
+
+
+def _profile_payload(p: ModelProfile) -> dict[str, Any]:
+    # a profile's seed only when set: every profile made before seeds existed keeps its fingerprint
+    return {f: getattr(p, f) for f in _PROFILE_FIELDS} | ({"seed": p.seed} if p.seed is not None else {})
 
 
 @dataclass(frozen=True)
@@ -111,10 +125,17 @@ class EpisodeIdentity:
     backend: str
     database_scope: str | None = None  # SQL: which databases an agent may USE (stateflow.envs.sql DatabaseScope)
     version: int = IDENTITY_VERSION
+    repeat: int | None = None
+    seed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The identity as stored in a record (JSON types only)."""
-        return dataclasses.asdict(self)
+        """The identity as stored in a record (JSON types only); ``repeat`` and ``seed`` only when set,
+        so identities made without repeats keep their digests."""
+        out = dataclasses.asdict(self)
+        for name in REPEAT_FIELDS:
+            if out[name] is None:
+                del out[name]
+        return out
 
     @property
     def digest(self) -> str:
@@ -122,7 +143,15 @@ class EpisodeIdentity:
         return _sha256(self.to_dict())[:16]
 
 
-RUN_WIDE_FIELDS = tuple(f.name for f in dataclasses.fields(EpisodeIdentity) if f.name not in _METHOD_FIELDS)
+def setting_digest(identity: Mapping[str, Any]) -> str:
+    """The digest of a stored identity without its repeat fields: what the K repeats of one setting
+    share, and equal to the digest of the same setting run without repeats."""
+    return _sha256({k: v for k, v in identity.items() if k not in REPEAT_FIELDS})[:16]
+
+
+RUN_WIDE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(EpisodeIdentity) if f.name not in _METHOD_FIELDS and f.name not in REPEAT_FIELDS
+)
 
 
 @dataclass(frozen=True)
@@ -151,4 +180,4 @@ def differences(
     """
     mine = current.to_dict()
     names = list(fields) if fields is not None else list(mine)
-    return [FieldDifference(k, recorded.get(k), mine[k]) for k in names if recorded.get(k) != mine[k]]
+    return [FieldDifference(k, recorded.get(k), mine.get(k)) for k in names if recorded.get(k) != mine.get(k)]

@@ -31,6 +31,7 @@ from stateflow.tasks.harness.episode import ORACLE_PROFILE, EpisodeSpec, run_epi
 from stateflow.tasks.harness.executors import EpisodeExecutor, ThreadExecutor
 from stateflow.tasks.harness.flow_cards import FLOW_CARDS_NAME, card_for, save_cards
 from stateflow.tasks.harness.identity import (
+    REPEAT_FIELDS,
     RUN_WIDE_FIELDS,
     EpisodeIdentity,
     FieldDifference,
@@ -60,6 +61,7 @@ __all__ = [
     "evaluate",
     "open_env",
     "run_identities",
+    "seeded",
     "select_tasks",
 ]
 
@@ -177,6 +179,9 @@ class RunSpec:
     # tasks (comparable row by row) instead of the first methods done and the last not started
     order: RunOrder = "method"
     scripts: dict[str, ScriptedLLM] = field(default_factory=dict, compare=False)
+    # one of K repeats (stateflow.tasks.harness.repeats): its index and the sampler seed every profile gets
+    repeat: int | None = None
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.order not in get_args(RunOrder):
@@ -267,6 +272,7 @@ def _other_settings(
             if same_method is not None
             else differences(recorded, mine, RUN_WIDE_FIELDS)
         )
+        found = [d for d in found if d.field not in REPEAT_FIELDS]  # another repeat of the same setting is fine
         if found:
             others.append(r)
             for d in found:
@@ -300,8 +306,18 @@ def run_identities(spec: RunSpec, dataset_sha256: str) -> dict[str, EpisodeIdent
             grammar=spec.grammar,
             backend=spec.resolved_backend,
             database_scope=spec.sql_database_scope if bench.database_scope else None,
+            repeat=spec.repeat,
+            seed=spec.seed,
         )
     return out
+
+
+def seeded(models: ModelAssignment, seed: int | None) -> ModelAssignment:
+    """``models`` with every profile sampling at ``seed`` (``models`` itself for ``None``)."""
+    if seed is None:
+        return models
+    profiles = {name: replace(p, seed=seed) for name, p in models.profiles.items()}
+    return ModelAssignment.of(dict(models.by_state), profiles=profiles.values())
 
 
 @dataclass
@@ -523,7 +539,7 @@ def _run(
             benchmark=spec.bench,
             dataset=spec.dataset,
             method=m,
-            models=spec.models,
+            models=seeded(spec.models, spec.seed),
             models_label=identities[m].models,
             max_turns=spec.max_turns,
             timeout_s=spec.task_timeout_s,
@@ -535,6 +551,8 @@ def _run(
         for m in spec.methods
     }
     stamps = {m: (ident.to_dict(), ident.digest) for m, ident in identities.items()}
+    # a fixed sample's name goes on every record: held-out runs are counted from it (stateflow.tasks.reports.heldout)
+    sample = spec.tasks.strip() if spec.tasks.strip() in SAMPLE_NAMES else None
     live = _Live()
     new_records: list[EpisodeRecord] = []
     interrupted = False
@@ -561,7 +579,8 @@ def _run(
 
     def work(env: Environment, job: tuple[str, int]) -> EpisodeRecord:
         method, index = job
-        return run_episode(env, index, specs[method]).stamped(*stamps[method])
+        record = run_episode(env, index, specs[method]).stamped(*stamps[method])
+        return record.model_copy(update={"sample": sample}) if sample else record
 
     def on_interrupt() -> None:
         console.print("[yellow]interrupted:[/] finishing the episodes in flight (Ctrl-C again to abort)")

@@ -70,6 +70,9 @@ class EpisodeRecord(BaseModel):
         verdict: PDoctor's oracle findings (``None`` elsewhere).
         identity, identity_digest: the episode identity (:mod:`stateflow.tasks.harness.identity`);
             ``None`` in records written before identities existed.
+        sample: ``dev`` or ``heldout`` when the run selected that fixed sample (``--tasks heldout``;
+            :mod:`stateflow.tasks.reports.heldout` counts the recipes tried on it), else ``None``. Not part
+            of the identity: the same episode on the same task is the same cell either way.
     """
 
     model_config = ConfigDict(frozen=True, strict=True, extra="allow")
@@ -113,6 +116,7 @@ class EpisodeRecord(BaseModel):
     finished_at: str = ""
     identity: dict[str, Any] | None = None
     identity_digest: str | None = None
+    sample: str | None = None
 
     @classmethod
     def from_dict(cls, data: Any, *, where: str = "") -> EpisodeRecord:

@@ -2,7 +2,8 @@
 
 Per group of records (e.g. one method with one model on one benchmark):
 
-* ``sr``: success rate in % (reward == 1);
+* ``sr``: success rate in % (reward == 1), with ``sr_ci``, its 95 % Wilson interval
+  (:func:`~stateflow.tasks.kit.stats.wilson_interval`) over the group's tasks;
 * ``reward``: mean of ``reward_raw`` clipped at 0 (as the reference runner), ``reward_raw``
   the unclipped mean; both are computed here from each record's ``reward_raw``;
 * ``turns``: mean environment interactions per task;
@@ -25,6 +26,7 @@ from typing import Any
 
 from stateflow.tasks.harness.records import latest_records
 from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.kit.stats import Interval, wilson_interval
 
 __all__ = ["GROUP_KEYS", "Row", "group_records", "load_results", "setting_labels", "summarize", "tokens_by_state"]
 
@@ -47,6 +49,12 @@ class Row:
     c_tokens: float
     errored: int
     setting: str = ""
+    solved: int = 0
+
+    @property
+    def sr_ci(self) -> Interval:
+        """The 95 % Wilson interval of ``sr`` (``solved`` of ``n``)."""
+        return wilson_interval(self.solved, self.n)
 
     def as_dict(self, keys: Sequence[str]) -> dict[str, Any]:
         """The row as a flat dict: the group keys, ``setting``, then the metrics."""
@@ -54,6 +62,8 @@ class Row:
             "setting": self.setting,
             "n": self.n,
             "sr": self.sr,
+            "sr_low": self.sr_ci.low,
+            "sr_high": self.sr_ci.high,
             "reward": self.reward,
             "reward_raw": self.reward_raw,
             "turns": self.turns,
@@ -73,6 +83,7 @@ def _row(group: tuple[str, ...], rs: list[EpisodeRecord], setting: str) -> Row:
         group=group,
         n=n,
         sr=100.0 * sum(r.success for r in rs) / n,
+        solved=sum(r.success for r in rs),
         reward=sum(max(r.reward_raw, 0.0) for r in rs) / n,
         reward_raw=sum(r.reward_raw for r in rs) / n,
         turns=actions / n,

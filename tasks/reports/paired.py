@@ -1,10 +1,13 @@
-"""Paired comparison of two methods on the tasks both finished: won / lost and a sign test.
+"""Paired comparison of two methods on the tasks both finished: won / lost and the exact McNemar test.
 
 Two success rates measured on different tasks, or on a sample of 100, differ by several points by
 chance alone. What a change is worth shows on the tasks both runs finished: how many the
 candidate solves that the baseline does not (*won*), how many the other way (*lost*), and how
-likely a split at least that uneven is if neither is better (the exact two-sided sign test,
-:func:`sign_test_p`; tasks both solve or both fail carry no information about the difference).
+likely a split at least that uneven is if neither is better: the exact two-sided McNemar test
+(:func:`~stateflow.tasks.kit.stats.mcnemar_exact_p`), which is the binomial test of ``won`` out of the
+discordant ``won + lost`` tasks at 1/2 (the same number as the exact sign test on those tasks,
+which older reports called it; :func:`sign_test_p` keeps that name). Tasks both solve or both fail
+carry no information about the difference.
 
 :func:`compare` takes two lists of records (one method and one setting each, see
 :func:`side_records`) and returns a :class:`PairedComparison`; ``stateflow compare`` prints it.
@@ -17,12 +20,12 @@ likely a split at least that uneven is if neither is better (the exact two-sided
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from stateflow.tasks.harness.records import LEGACY_IDENTITY
 from stateflow.tasks.kit.episode_record import EpisodeRecord
+from stateflow.tasks.kit.stats import Interval, mcnemar_exact_p, wilson_interval
 
 from stateflow.errors import ConfigError
 
@@ -34,18 +37,13 @@ _HARDNESS = ("easy", "medium", "hard", "extra")
 
 
 def sign_test_p(won: int, lost: int) -> float:
-    """Exact two-sided sign test: P(a split at least as uneven as ``won``/``lost`` | no difference).
+    """The exact two-sided McNemar test on ``won`` / ``lost`` discordant tasks (the exact sign test on
+    them): P(a split at least as uneven | no difference). See :func:`~stateflow.tasks.kit.stats.mcnemar_exact_p`.
 
-    Under no difference each discordant task is a fair coin, so the count of wins is
-    Binomial(won + lost, 1/2); the p-value is twice the smaller tail, capped at 1.
+    Raises:
+        ValueError: a negative count.
     """
-    if won < 0 or lost < 0:
-        raise ValueError(f"counts must be >= 0, got won={won}, lost={lost}")
-    n = won + lost
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(won, lost) + 1))
-    return min(1.0, 2 * tail / 2**n)
+    return mcnemar_exact_p(won, lost)
 
 
 @dataclass(frozen=True)
@@ -98,8 +96,13 @@ class PairedComparison:
 
     @property
     def p_value(self) -> float:
-        """The exact two-sided sign test on ``won`` / ``lost`` (:func:`sign_test_p`)."""
+        """The exact two-sided McNemar test on ``won`` / ``lost`` (:func:`sign_test_p`)."""
         return sign_test_p(self.won, self.lost)
+
+    def interval(self, side: str) -> Interval | None:
+        """The 95 % Wilson interval of :meth:`success` (``None`` without common tasks)."""
+        solved = self.baseline_solved if side == "baseline" else self.candidate_solved
+        return wilson_interval(solved, len(self.tasks)) if self.tasks else None
 
     def success(self, side: str) -> float:
         """Success % of ``"baseline"`` or ``"candidate"`` on the common tasks."""

@@ -24,7 +24,9 @@ from typing import Any
 
 from stateflow.tasks.harness.paper import PairOutcome, PaperBenchmark
 from stateflow.tasks.kit.samples import SAMPLE_NAMES, SAMPLE_SIZES, SEED, STRATA
+from stateflow.tasks.kit.stats import Interval, holm, wilson_interval
 from stateflow.tasks.reports.doc_sections import SectionMarkers, check_section, write_section
+from stateflow.tasks.reports.gold_check import GoldReplay, gold_note
 from stateflow.tasks.reports.metrics import summarize, tokens_by_state
 from stateflow.tasks.reports.paired import compare
 from stateflow.tasks.reports.report import PointStyle, plot_success, plot_tokens_by_state
@@ -61,7 +63,7 @@ class MethodCell:
 
     Attributes:
         n: episodes recorded; ``total``: tasks the pair selected (``n < total``: incomplete).
-        sr: success rate in % of the recorded episodes.
+        sr: success rate in % of the recorded episodes; ``solved`` of them succeeded.
         p_tokens, c_tokens: mean prompt / completion tokens per task.
         wall_s: mean wall time per task in seconds.
         errored: episodes that ended in an error or a timeout.
@@ -74,10 +76,16 @@ class MethodCell:
     c_tokens: float
     wall_s: float
     errored: int
+    solved: int = 0
 
     @property
     def complete(self) -> bool:
         return self.n >= self.total
+
+    @property
+    def interval(self) -> Interval:
+        """The 95 % Wilson interval of ``sr``."""
+        return wilson_interval(self.solved, self.n)
 
     def count(self) -> str:
         """``n`` for a complete cell, ``n/total (incomplete)`` otherwise."""
@@ -91,7 +99,14 @@ def method_cells(outcome: PairOutcome) -> dict[str, MethodCell]:
         method = row.group[0]
         wall = [r.wall_s for r in outcome.records if r.method == method]
         out[method] = MethodCell(
-            row.n, outcome.tasks_total, row.sr, row.p_tokens, row.c_tokens, sum(wall) / len(wall), row.errored
+            row.n,
+            outcome.tasks_total,
+            row.sr,
+            row.p_tokens,
+            row.c_tokens,
+            sum(wall) / len(wall),
+            row.errored,
+            row.solved,
         )
     return out
 
@@ -160,8 +175,39 @@ def _sample(bench: PaperBenchmark, tasks: str, total: int) -> str:
     return f"tasks `{name}` of {bench.dataset} ({total} per method)" if total else f"tasks `{name}` of {bench.dataset}"
 
 
+_BASELINE = "react"  # the paper's baseline: every method's paired test in the method table is against it
+
+
+def _versus_baseline(bench: PaperBenchmark, o: PairOutcome) -> dict[str, str]:
+    """Per method: ``won / lost, p`` against :data:`_BASELINE` on the tasks both finished, the exact
+    McNemar p Holm-corrected over every method of the pair (one baseline, many comparisons)."""
+    if _BASELINE not in bench.all_methods:
+        return {}
+    base = [r for r in o.records if r.method == _BASELINE]
+    tested = {}
+    for m in bench.all_methods:
+        if m == _BASELINE:
+            continue
+        c = compare(base, [r for r in o.records if r.method == m])
+        if c.tasks:
+            tested[m] = c
+    adjusted = holm([c.p_value for c in tested.values()])
+    return {m: f"{c.won} / {c.lost}, {p:.2g}" for (m, c), p in zip(tested.items(), adjusted, strict=True)}
+
+
 def _method_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
-    heads = ["success %", "n", "prompt tok", "completion tok", "s/task", "errored"]
+    versus = [_versus_baseline(bench, o) for o in pairs]
+    against = f"vs {_BASELINE}" if any(versus) else ""
+    heads = [
+        "success %",
+        "95 % CI",
+        "n",
+        "prompt tok",
+        "completion tok",
+        "s/task",
+        "errored",
+        *([against] if against else []),
+    ]
     lines = [
         "| method | " + " | ".join(f"{o.model.name}: {h}" for o in pairs for h in heads) + " |",
         "|---|" + "---|" * (len(heads) * len(pairs)),
@@ -169,22 +215,33 @@ def _method_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
     cells = [method_cells(o) for o in pairs]
     for m in bench.all_methods:
         row = [f"`{m}`"]
-        for o, by_method in zip(pairs, cells, strict=True):
+        for o, by_method, vs in zip(pairs, cells, versus, strict=True):
             c = by_method.get(m)
+            extra = [vs.get(m, "")] if against else []
             if o.status in ("crashed", "not run"):
                 row += [_pending(o)] + [""] * (len(heads) - 1)
             elif c is None:
-                row += ["", f"0/{o.tasks_total} (incomplete)", "", "", "", ""]
+                row += ["", "", f"0/{o.tasks_total} (incomplete)", "", "", "", "", *extra]
             else:
                 row += [
                     f"{c.sr:.1f}",
+                    c.interval.text(),
                     c.count(),
                     f"{c.p_tokens:.0f}",
                     f"{c.c_tokens:.0f}",
                     f"{c.wall_s:.1f}",
                     str(c.errored),
+                    *extra,
                 ]
         lines.append("| " + " | ".join(row) + " |")
+    if against:
+        lines += [
+            "",
+            f"{against}: tasks the method solved and `{_BASELINE}` did not / the other way round, on the tasks both "
+            f"finished, and the exact McNemar test's p, Holm-corrected over every method compared with `{_BASELINE}` "
+            'for that model (statsmodels `multipletests(method="holm")`); below 0.05: a difference at the 5 % '
+            "level for the column as a whole.",
+        ]
     return lines
 
 
@@ -231,12 +288,14 @@ def _paired_table(bench: PaperBenchmark, o: PairOutcome) -> list[str]:
         + ", ".join(f"`{m}`" for m in methods)
         + " have all finished (the rows above cover different tasks while the run is partial):",
         "",
-        "| method | success % | prompt tok | completion tok | s/task |",
-        "|---|---|---|---|---|",
+        "| method | success % | 95 % CI | prompt tok | completion tok | s/task |",
+        "|---|---|---|---|---|---|",
     ]
     for m in methods:
         c = cells[m]
-        lines.append(f"| `{m}` | {c.sr:.1f} | {c.p_tokens:.0f} | {c.c_tokens:.0f} | {c.wall_s:.1f} |")
+        lines.append(
+            f"| `{m}` | {c.sr:.1f} | {c.interval.text()} | {c.p_tokens:.0f} | {c.c_tokens:.0f} | {c.wall_s:.1f} |"
+        )
     return lines
 
 
@@ -257,29 +316,37 @@ def _ablation_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str
             cells = method_cells(o)
             full = cells.get(base)
             row = [f"`{base}`", o.model.name, _score(full)]
-            for p in parts:
-                name = bench.ablation(base, p)
-                row.append(_score(cells.get(name)) + _ablation_delta(o, base, name))
+            names = [bench.ablation(base, p) for p in parts]
+            deltas = _ablation_deltas(o, base, names)
+            row += [_score(cells.get(name)) + delta for name, delta in zip(names, deltas, strict=True)]
             lines.append("| " + " | ".join(row) + " |")
     return lines
 
 
-def _ablation_delta(o: PairOutcome, base: str, ablation: str) -> str:
-    """`` (+1.4; 3 won, 2 lost, p = 1)``: the ablation's success minus its full flow's, on the
-    tasks both finished (named while they differ from the full sample: a partial ablation is
+def _ablation_deltas(o: PairOutcome, base: str, ablations: Sequence[str]) -> list[str]:
+    """Per ablation `` (+1.4; 3 won, 2 lost, Holm p = 1)``: its success minus its full flow's, on
+    the tasks both finished (named while they differ from the full sample: a partial ablation is
     compared with its flow on its own tasks, not with the flow's whole-sample score), then the
-    tasks only the ablation solved (won), only the flow solved (lost) and the two-sided sign test
-    of that split (:func:`~stateflow.tasks.reports.paired.compare`, as ``stateflow compare`` gives them);
-    "" when either has no records."""
-    c = compare(*([r for r in o.records if r.method == m] for m in (base, ablation)))
-    if not c.tasks:
-        return ""
-    diff = 100 * (c.won - c.lost) / len(c.tasks)
-    # won/lost and the sign test say whether the difference is more than the noise of a small sample
-    paired = f"{c.won} won, {c.lost} lost, p = {c.p_value:.2g}"
-    if c.only_baseline == c.only_candidate == 0:
-        return f" ({diff:+.1f}; {paired})"
-    return f" ({diff:+.1f} on the same {len(c.tasks)} tasks; {paired})"
+    tasks only the ablation solved (won), only the flow solved (lost) and the exact McNemar test of
+    that split (:func:`~stateflow.tasks.reports.paired.compare`, as ``stateflow compare`` gives it),
+    Holm-corrected over the ablations of this flow and model (they share one baseline); "" for an
+    ablation without records."""
+    comparisons = [compare(*([r for r in o.records if r.method == m] for m in (base, a))) for a in ablations]
+    tested = [c for c in comparisons if c.tasks]
+    adjusted = dict(zip(map(id, tested), holm([c.p_value for c in tested]), strict=True))
+    out = []
+    for c in comparisons:
+        if not c.tasks:
+            out.append("")
+            continue
+        diff = 100 * (c.won - c.lost) / len(c.tasks)
+        # won/lost and the test say whether the difference is more than the noise of a small sample
+        paired = f"{c.won} won, {c.lost} lost, Holm p = {adjusted[id(c)]:.2g}"
+        if c.only_baseline == c.only_candidate == 0:
+            out.append(f" ({diff:+.1f}; {paired})")
+        else:
+            out.append(f" ({diff:+.1f} on the same {len(c.tasks)} tasks; {paired})")
+    return out
 
 
 def _solved(o: PairOutcome, method: str) -> dict[int, bool]:
@@ -290,16 +357,25 @@ def _solved(o: PairOutcome, method: str) -> dict[int, bool]:
 def _score(c: MethodCell | None) -> str:
     if c is None:
         return "not recorded"
-    return f"{c.sr:.1f}" if c.complete else f"{c.sr:.1f} [{c.n}/{c.total}, incomplete]"
+    text = f"{c.sr:.1f} ({c.interval.text()})"
+    return text if c.complete else f"{text} [{c.n}/{c.total}, incomplete]"
 
 
 def results_section(
-    outcomes: Sequence[PairOutcome], *, command: str, tasks: str, date: str, images: Sequence[tuple[str, str]]
+    outcomes: Sequence[PairOutcome],
+    *,
+    command: str,
+    tasks: str,
+    date: str,
+    images: Sequence[tuple[str, str]],
+    gold: Sequence[GoldReplay] = (),
 ) -> str:
     """The ``docs/results.md`` section (without its markers).
 
     Args:
-        outcomes: from :func:`~stateflow.tasks.harness.paper.run_paper`.
+        gold: the oracle's gold replays (:mod:`stateflow.tasks.reports.gold_check`): each benchmark whose
+            tasks they cover says which golds did not reproduce and how they were counted.
+        outcomes: from :func:`~stateflow.tasks.paper.run_paper`.
         command: the command line that reproduces it.
         tasks: the ``--tasks`` value (``dev``: described as the fixed sample).
         date: when it was generated (``YYYY-MM-DD``).
@@ -323,7 +399,8 @@ def results_section(
         "",
         f"Status: {status}",
         "",
-        "Per (benchmark, model): success % of the recorded episodes, n = episodes recorded (`done/total` when "
+        "Per (benchmark, model): success % of the recorded episodes with its 95 % Wilson score interval "
+        "(`stateflow.tasks.kit.stats`), n = episodes recorded (`done/total` when "
         "not every task is done), mean prompt and completion tokens per task, mean wall seconds per task, "
         "errored episodes (an error or a timeout; scored on what ran). Results directories: "
         + ", ".join(f"`{o.out}`" for o in outcomes)
@@ -335,16 +412,23 @@ def results_section(
         total = max((o.tasks_total for o in pairs), default=0)
         lines += ["", f"### {bench.name}", "", f"Sample: {_sample(bench, tasks, total)}.", ""]
         lines += _method_table(bench, pairs)
+        note = gold_note(gold, bench.name, bench.dataset, {r.task for o in pairs for r in o.records})
+        if note:
+            lines += ["", note]
         for o in pairs:
             lines += _paired_table(bench, o)
         ablations = _ablation_table(bench, pairs)
         if ablations:
             lines += [
                 "",
-                "Ablations (success %; in brackets: points vs the full flow on the tasks both finished, tasks won "
-                "and lost against it, and the sign test's p):",
+                "Ablations (success % with its 95 % Wilson interval; in brackets: points vs the full flow on the "
+                "tasks both finished, tasks won and lost against it, and the exact McNemar test's p):",
                 "",
                 *ablations,
+                "",
+                "Each row compares several ablations with one full flow, so its p-values are Holm-corrected over "
+                'that row\'s ablations (statsmodels `multipletests(method="holm")`): a p below 0.05 is a '
+                "difference at the 5 % level for the row as a whole.",
             ]
         for o in pairs:
             if o.error:
@@ -367,8 +451,9 @@ def headline_section(outcomes: Sequence[PairOutcome], *, date: str, results_link
     model, and the best of all methods run (highest success; the first in table order on a tie)."""
     models = list(dict.fromkeys(o.model.name for o in outcomes))
     lines = [
-        f"The paper's comparison reproduced offline (`stateflow bench paper`, {date}); success % "
-        f"(mean prompt tokens per task); every method, the ablations and plots: [{results_link}]({results_link}).",
+        f"The paper's comparison reproduced offline (`stateflow bench paper`, {date}); success % [95 % Wilson "
+        f"interval] (mean prompt tokens per task); every method, the ablations and plots: "
+        f"[{results_link}]({results_link}).",
         "",
         "| benchmark | method | " + " | ".join(models) + " |",
         "|---|---|" + "---|" * len(models),
@@ -414,13 +499,14 @@ def _paired_cell(bench: PaperBenchmark, o: PairOutcome) -> str:
     scores = []
     for m in methods:
         rs = [r for r in o.records if r.method == m and r.task in common]
-        scores.append(f"`{m}` {100 * sum(r.success for r in rs) / len(rs):.1f}")
+        solved = sum(r.success for r in rs)
+        scores.append(f"`{m}` {100 * solved / len(rs):.1f} [{wilson_interval(solved, len(rs)).text()}]")
     return f"{len(tasks)} tasks: " + ", ".join(scores)
 
 
 def _headline_cell(c: MethodCell) -> str:
     done = "" if c.complete else f" [{c.n}/{c.total}, incomplete]"
-    return f"{c.sr:.1f} ({c.p_tokens:.0f}){done}"
+    return f"{c.sr:.1f} [{c.interval.text()}] ({c.p_tokens:.0f}){done}"
 
 
 def _grid(n_rows: int, n_cols: int, size: tuple[float, float]) -> tuple[Any, Any, Any]:
@@ -598,9 +684,17 @@ class PaperDocs:
 
 
 def write_paper_docs(
-    outcomes: Sequence[PairOutcome], docs: PaperDocs, *, command: str, tasks: str, date: str
+    outcomes: Sequence[PairOutcome],
+    docs: PaperDocs,
+    *,
+    command: str,
+    tasks: str,
+    date: str,
+    gold: Sequence[GoldReplay] = (),
 ) -> list[Path]:
     """Write the plots, the results section and the README headline; returns the files written.
+
+    ``gold``: the oracle's gold replays, marked in the results section (see :func:`results_section`).
 
     Raises:
         MarkerError: a document's markers are broken; checked before anything is written, so
@@ -613,7 +707,9 @@ def write_paper_docs(
     base = docs.results.resolve().parent
     images = [(_PLOTS[p.name], Path(os.path.relpath(p.resolve(), base)).as_posix()) for p in plots]
     write_section(
-        docs.results, RESULTS_MARKERS, results_section(outcomes, command=command, tasks=tasks, date=date, images=images)
+        docs.results,
+        RESULTS_MARKERS,
+        results_section(outcomes, command=command, tasks=tasks, date=date, images=images, gold=gold),
     )
     written = [*plots, docs.results]
     if docs.readme is not None:

@@ -25,6 +25,7 @@ __all__ = [
 
 _COLUMNS = [
     ("SR %", "sr", "{:.2f}"),
+    ("95 % CI", "sr_ci", "{}"),
     ("reward", "reward", "{:.3f}"),
     ("raw", "reward_raw", "{:.3f}"),
     ("turns", "turns", "{:.2f}"),
@@ -40,7 +41,8 @@ def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: 
     """A rich table in the paper's layout.
 
     A ``setting`` column appears when some group holds records of several settings; it names
-    the identity fields that tell the rows apart.
+    the identity fields that tell the rows apart. ``95 % CI`` is the Wilson interval of the
+    success rate over the row's tasks (:func:`~stateflow.tasks.kit.stats.wilson_interval`).
     """
     t = Table(title=title)
     for k in keys:
@@ -52,7 +54,7 @@ def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: 
     for head, _, _ in _COLUMNS:
         t.add_column(head, justify="right")
     for r in rows:
-        d = r.as_dict(keys)
+        d = r.as_dict(keys) | {"sr_ci": r.sr_ci.text()}
         t.add_row(*r.group, *([r.setting] if mixed else []), str(r.n), *(fmt.format(d[a]) for _, a, fmt in _COLUMNS))
     return t
 

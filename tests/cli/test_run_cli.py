@@ -198,5 +198,18 @@ def test_report_metric_values_match_hand_computation(tmp_path):
     # the printed table shows the same numbers
     line = next(x for x in proc.stdout.splitlines() if "max_turns=10" in x)
     cells = [c.strip() for c in line.strip("│ ").split("│")]
-    assert cells[3:] == ["max_turns=10", "2", "50.00", "0.500", "0.250", "4.00", "37.50", "0.0400", "200", "30", "0"]
+    assert cells[3:] == [
+        "max_turns=10",
+        "2",
+        "50.00",
+        "9.5-90.5",
+        "0.500",
+        "0.250",
+        "4.00",
+        "37.50",
+        "0.0400",
+        "200",
+        "30",
+        "0",
+    ]
     assert (out / "report.html").read_text().count('class="group"') == 3

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.episode import ORACLE_PROFILE
 from stateflow.tasks.harness.identity import (
     EpisodeIdentity,
     callables_without_stable_id,
@@ -27,7 +28,7 @@ from stateflow.tasks.harness.identity import (
 )
 from stateflow.tasks.harness.registry import BUILTIN_BENCHMARKS
 
-from stateflow import Flow, ModelAssignment, State, Tool, Transition
+from stateflow import Flow, ModelAssignment, ModelProfile, State, Tool, Transition
 from stateflow.profiles import load_config
 from stateflow.stable_id import has_stable_id, id_of, stable_id
 from tests.scripts import load_script
@@ -69,7 +70,9 @@ def _archived_identities() -> dict[str, tuple[dict[str, Any], str]]:
 ARCHIVED = _archived_identities()
 
 
-def _models_for(label: str, archive_file: str, tmp_path: Path) -> ModelAssignment:
+def _models_for(label: str, archive_file: str, tmp_path: Path) -> ModelAssignment | ModelProfile:
+    if label == "oracle":  # the gold replays (docs/data/gold): the oracle's own profile
+        return ORACLE_PROFILE
     by_state = dict(part.split("=", 1) for part in label.split(","))
     if "repeat_penalty_1" not in archive_file:
         return ModelAssignment.of(by_state)

@@ -128,7 +128,7 @@ def test_row_as_dict_is_the_group_keys_then_every_metric():
     (row,) = summarize([_r("a", True, 1.0, 4, 1, cost=0.5, p=100, c=10), _r("a", False, -0.5, 2, 0, p=300, c=30)])
     d = row.as_dict(("benchmark", "method", "models"))
     assert list(d) == [
-        "benchmark", "method", "models", "setting", "n", "sr", "reward", "reward_raw",
+        "benchmark", "method", "models", "setting", "n", "sr", "sr_low", "sr_high", "reward", "reward_raw",
         "turns", "error_rate", "cost", "p_tokens", "c_tokens", "errored",
     ]  # fmt: skip
     assert d == {
@@ -138,6 +138,8 @@ def test_row_as_dict_is_the_group_keys_then_every_metric():
         "setting": "",
         "n": 2,
         "sr": 50.0,
+        "sr_low": pytest.approx(9.45, abs=0.01),  # Wilson, 1 of 2
+        "sr_high": pytest.approx(90.55, abs=0.01),
         "reward": 0.5,
         "reward_raw": 0.25,
         "turns": 3.0,

@@ -1,4 +1,4 @@
-"""Paired comparison (won / lost, sign test) and `stateflow compare` on results files."""
+"""Paired comparison (won / lost, exact McNemar test) and `stateflow compare` on results files."""
 
 from __future__ import annotations
 
@@ -122,7 +122,11 @@ def test_compare_command_reads_results_dirs_and_archives(tmp_path, capsys):
     code, out = run(f"{tmp_path}/run:a", f"{tmp_path}/run:b", "--list")
     assert code == 0, out
     assert "6 common tasks" in out and "50.0" in out and "83.3" in out
-    assert "candidate won 2, lost 0 (sign test p = 0.5); same reward on 4 of 6 tasks" in out
+    assert "95 % CI (Wilson) │ 18.8-81.2 │ 43.6-97.0" in out  # 3 of 6 and 5 of 6
+    assert (
+        "candidate won 2, lost 0 (exact McNemar test on the discordant tasks: p = 0.5); same reward on 4 of 6 tasks"
+        in out
+    )
     assert "won: 1, 3" in out and "lost: -" in out
     assert "100" in out and "300" in out and "2.0" in out and "4.0" in out
 
@@ -210,3 +214,16 @@ def test_report_on_archive_files_writes_beside_them_without_clobbering(tmp_path,
     ResultsFile(tmp_path / "run" / "results.jsonl").extend([_rec(0, True)])
     assert main(["report", str(tmp_path / "run" / "results.jsonl")]) == 0
     assert (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_report_command_prints_each_success_rate_with_its_wilson_interval(tmp_path, capsys):
+    ResultsFile(tmp_path / "run" / "results.jsonl").extend(
+        [_rec(t, t % 2 == 0) for t in range(6)] + [_rec(t, t < 5, method="b") for t in range(6)]
+    )
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "rep")]) == 0
+    out = capsys.readouterr().out
+    assert "95 % CI" in out
+    assert [line.count("18.8-81.2") for line in out.splitlines() if "│ a " in line] == [1]
+    assert [line.count("43.6-97.0") for line in out.splitlines() if "│ b " in line] == [1]
+    overall = json.loads((tmp_path / "rep" / "metrics.json").read_text())["overall"]
+    assert [(round(r["sr_low"], 1), round(r["sr_high"], 1)) for r in overall] == [(18.8, 81.2), (43.6, 97.0)]

@@ -142,7 +142,7 @@ def test_a_crashed_pair_is_reported_and_the_other_pairs_run_and_resume(tmp_path)
         "| `react` | crashed |" in text
         and "intercode-sql x m-a crashed: `RuntimeError: MariaDB would not start`" in text
     )
-    assert "| `react` | 100.0 | 3 |" in text
+    assert "| `react` | 100.0 | 43.9-100.0 | 3 |" in text
     assert "| intercode-sql | `react` | crashed | crashed |" in docs.readme.read_text()
 
 
@@ -188,19 +188,21 @@ def test_an_incomplete_pair_shows_done_over_total_never_a_final_number(tmp_path)
     assert remaining(ablating) == (4, pytest.approx(2.5 + 3 * 2.5))
     assert "the fixed `dev` sample of spider: 100 tasks stratified by hardness" in section
     # stateflow: 2 of 3 done, 1 of 2 solved, mean 150 prompt tokens, 2.5 s/task, 1 timeout
-    assert "| `stateflow` | 50.0 | 2/3 (incomplete) | 150 | 10 | 2.5 | 1 | not run |" in section
-    assert "| `stateflow_no_verify` | 0.0 | 3 | 200 | 10 | 3.0 | 1 |" in section
-    assert "| `sf_agent` |  | 0/3 (incomplete) |  |  |  |  |" in section
+    assert "| `stateflow` | 50.0 | 9.5-90.5 | 2/3 (incomplete) | 150 | 10 | 2.5 | 1 | not run |" in section
+    assert "| `stateflow_no_verify` | 0.0 | 0.0-56.1 | 3 | 200 | 10 | 3.0 | 1 |" in section
+    assert "| `sf_agent` |  |  | 0/3 (incomplete) |  |  |  |  |" in section
     assert (
-        "| `stateflow` | x | 50.0 [2/3, incomplete] | 0.0 (-50.0 on the same 2 tasks; 0 won, 1 lost, p = 1) |"
-        in section
+        "| `stateflow` | x | 50.0 (9.5-90.5) [2/3, incomplete] | 0.0 (0.0-56.1) "
+        "(-50.0 on the same 2 tasks; 0 won, 1 lost, Holm p = 1) |" in section
     )
     assert "| `stateflow` | y | not run |" in section
     assert "| `sf_agent` | x | not recorded | not recorded |" in section
     headline = headline_section([outcome], date="2026-11-24", results_link="docs/results.md")
-    assert "| intercode-sql | `stateflow` | 50.0 (150) [2/3, incomplete] |" in headline
+    assert "| intercode-sql | `stateflow` | 50.0 [9.5-90.5] (150) [2/3, incomplete] |" in headline
     assert "| intercode-sql | `react` |" not in headline  # not run: not headlined
-    assert headline.endswith("| intercode-sql | best of 3 methods | `stateflow` 50.0 (150) [2/3, incomplete] |")
+    assert headline.endswith(
+        "| intercode-sql | best of 3 methods | `stateflow` 50.0 [9.5-90.5] (150) [2/3, incomplete] |"
+    )
 
 
 def test_the_best_method_of_a_tie_in_success_is_the_one_with_fewer_prompt_tokens(tmp_path):
@@ -211,7 +213,7 @@ def test_the_best_method_of_a_tie_in_success_is_the_one_with_fewer_prompt_tokens
     records += [_record("sf_agent", t, t == 2).model_copy(update={"prompt_tokens": 50}) for t in (2, 3)]
     outcome = PairOutcome(bench, model, tmp_path, "complete", records, tasks_total=2)
     headline = headline_section([outcome], date="2026-11-24", results_link="docs/results.md")
-    assert headline.endswith("| intercode-sql | best of 2 methods | `sf_agent` 50.0 (50) |")
+    assert headline.endswith("| intercode-sql | best of 2 methods | `sf_agent` 50.0 [9.5-90.5] (50) |")
 
 
 def test_a_partial_run_compares_the_headline_methods_and_bars_on_their_common_tasks(tmp_path):
@@ -226,11 +228,13 @@ def test_a_partial_run_compares_the_headline_methods_and_bars_on_their_common_ta
     section = results_section([outcome], command="c", tasks="dev", date="2026-11-24", images=[])
     assert "Paired, x: the 2 tasks that `react`, `stateflow`, `oneshot` have all finished" in section
     # stateflow: 1 of tasks 0 and 2 solved, prompt tokens 100 and 300, 2 and 4 s
-    assert "| `stateflow` | 50.0 | 200 | 10 | 3.0 |" in section
-    assert "| `oneshot` | 100.0 | 200 | 10 | 3.0 |" in section and "| `react` | 0.0 | 200 | 10 | 3.0 |" in section
+    assert "| `stateflow` | 50.0 | 9.5-90.5 | 200 | 10 | 3.0 |" in section
+    assert "| `oneshot` | 100.0 | 34.2-100.0 | 200 | 10 | 3.0 |" in section
+    assert "| `react` | 0.0 | 0.0-65.8 | 200 | 10 | 3.0 |" in section
     headline = headline_section([outcome], date="2026-11-24", results_link="docs/results.md")
     assert headline.endswith(
-        "| intercode-sql | same tasks (while partial) | 2 tasks: `react` 0.0, `stateflow` 50.0, `oneshot` 100.0 |"
+        "| intercode-sql | same tasks (while partial) | 2 tasks: `react` 0.0 [0.0-65.8], `stateflow` 50.0 [9.5-90.5], "
+        "`oneshot` 100.0 [34.2-100.0] |"
     )
     complete = PairOutcome(bench, model, tmp_path, "complete", records, tasks_total=4)
     assert "Paired" not in results_section([complete], command="c", tasks="dev", date="2026-11-24", images=[])
@@ -261,7 +265,7 @@ def test_a_partial_baseline_is_paired_in_the_results_but_not_in_the_headline(tmp
     outcome = PairOutcome(bench, model, tmp_path, "incomplete", records, tasks_total=3)
     section = results_section([outcome], command="c", tasks="dev", date="d", images=[])
     assert "Paired, x: the 2 tasks that `react`, `stateflow`, `plan_solve` have all finished" in section
-    assert "| `stateflow` | 0.0 | 250 | 10 | 3.5 |" in section  # tasks 0 and 3
+    assert "| `stateflow` | 0.0 | 0.0-65.8 | 250 | 10 | 3.5 |" in section  # tasks 0 and 3
     assert "same tasks" not in headline_section([outcome], date="d", results_link="r.md")
 
 
@@ -274,12 +278,12 @@ def test_a_partial_ablation_is_compared_with_its_flow_on_the_tasks_it_finished(t
     section = results_section([outcome], command="c", tasks="dev", date="d", images=[])
     # not 0 - 50: on tasks 0 and 2 the full flow solved both
     assert (
-        "| `stateflow` | x | 50.0 | 0.0 [2/4, incomplete] (-100.0 on the same 2 tasks; 0 won, 2 lost, p = 0.5) |"
-        in section
+        "| `stateflow` | x | 50.0 (15.0-85.0) | 0.0 (0.0-65.8) [2/4, incomplete] "
+        "(-100.0 on the same 2 tasks; 0 won, 2 lost, Holm p = 0.5) |" in section
     )
     done = records + [_record("stateflow_no_verify", t, t == 3) for t in (3, 4)]
     section = results_section([replace(outcome, records=done)], command="c", tasks="dev", date="d", images=[])
-    assert "| `stateflow` | x | 50.0 | 25.0 (-25.0; 1 won, 2 lost, p = 1) |" in section
+    assert "| `stateflow` | x | 50.0 (15.0-85.0) | 25.0 (4.6-69.9) (-25.0; 1 won, 2 lost, Holm p = 1) |" in section
 
 
 def test_the_ablation_plot_draws_a_partial_group_on_the_tasks_all_its_bars_finished(tmp_path):
@@ -428,3 +432,22 @@ def test_a_method_has_one_style_in_every_panel_and_its_shape_says_its_kind(tmp_p
     # tokens by state: one colour map for both panels, bars in the method table's order
     assert len(stacked) == 2 and stacked[0][0] is stacked[1][0]
     assert stacked[0][1] == [("stateflow",), ("oneshot",), ("stateflow_no_verify",)]
+
+
+def test_every_method_is_compared_with_react_and_the_p_values_are_holm_corrected_over_the_column(tmp_path):
+    from statsmodels.stats.contingency_tables import mcnemar
+    from statsmodels.stats.multitest import multipletests
+
+    bench = replace(SQL, only=("react", "stateflow", "sf_agent"))
+    model = PaperModel("x", ModelAssignment.of("local"), "default=x")
+    tasks = range(20)
+    records = [_record("react", t, t < 2) for t in tasks]  # 2 of 20
+    records += [_record("stateflow", t, t < 12) for t in tasks]  # 12: won 10, lost 0
+    records += [_record("sf_agent", t, 1 <= t < 5) for t in tasks]  # 4: won 3, lost 1
+    outcome = PairOutcome(bench, model, tmp_path, "complete", records, tasks_total=20)
+    section = results_section([outcome], command="c", tasks="0:20", date="d", images=[])
+    raw = [mcnemar([[1, 0], [10, 9]], exact=True).pvalue, mcnemar([[1, 1], [3, 15]], exact=True).pvalue]
+    holm_p = multipletests(raw, method="holm")[1]
+    assert f"| 10 / 0, {holm_p[0]:.2g} |" in section and f"| 3 / 1, {holm_p[1]:.2g} |" in section
+    assert holm_p[0] > raw[0]  # corrected, not the raw p
+    assert "Holm-corrected over every method compared with `react`" in section
