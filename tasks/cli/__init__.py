@@ -20,9 +20,10 @@ __all__ = ["PLUGIN", "registered_flows"]
 
 
 def _register(app: typer.Typer) -> None:
-    from stateflow.tasks.cli import bench, data, results, run, threads, ui
+    from stateflow.tasks.cli import bench, data, demo, results, run, threads, ui
 
     run.register(app)
+    demo.register(app)
     threads.register(app)
     results.register(app)
     data.register(app)

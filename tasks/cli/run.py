@@ -1,4 +1,4 @@
-"""`stateflow run`, `stateflow report` and `stateflow demo`: the evaluation commands.
+"""`stateflow run` and `stateflow report`: the evaluation commands (`demo`: :mod:`.demo`).
 
 They belong to the application (benchmarks, methods, results) and reach the ``stateflow``
 command through the plugin in :mod:`stateflow.tasks.cli`.
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
+from stateflow.tasks.cli import methods as method_listing
 from stateflow.tasks.cli.stopping import stop_on_signals
 from stateflow.tasks.cli.threads import CheckpointsOption
-from stateflow.tasks.kit.levers import RECIPE_SEPARATOR
 
 from stateflow.backends.providers import capabilities
 from stateflow.errors import ConfigError
@@ -23,7 +23,6 @@ from stateflow.profiles import ModelAssignment, load_config, parse_model_options
 
 if TYPE_CHECKING:  # the registry imports every benchmark: only once a command runs
     from stateflow.tasks.harness.registry import BenchmarkRegistry
-    from stateflow.tasks.kit.benchmark import Method
 
 __all__ = ["register"]
 
@@ -150,7 +149,7 @@ def _report_dir(first: Path) -> Path:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``run``, ``report`` and ``demo`` to ``app``."""
+    """Add ``run`` and ``report`` to ``app``."""
 
     @app.command("run")
     def run_cmd(
@@ -252,10 +251,10 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         registry = default_registry()
         if list_methods:
-            _list_methods(registry, target if target in registry else None)
+            method_listing.list_methods(registry, target if target in registry else None)
             return
         if explain is not None:
-            _explain(registry, target if target in registry else None, explain)
+            method_listing.explain(registry, target if target in registry else None, explain)
             return
         if target is None:
             raise typer.BadParameter("give a benchmark or flow (or --list-methods)", param_hint="TARGET")
@@ -364,138 +363,6 @@ def register(app: typer.Typer) -> None:
         paths = write_report(records, target)
         for name, p in paths.items():
             console.print(f"{name}: {p}")
-
-    @app.command("demo")
-    def demo_cmd(
-        model: Annotated[list[str] | None, typer.Option("--model", "-m", help="NAME or STATE=NAME")] = None,
-        config: Annotated[Path | None, typer.Option(help="TOML model config")] = None,
-        sql_tasks: Annotated[str, typer.Option(help="demo SQL tasks to run")] = "0:6",
-        bash_tasks: Annotated[str, typer.Option(help="demo Bash tasks to run")] = "0:3",
-        out: Annotated[Path, typer.Option(help="results directory")] = Path("runs/demo"),
-        workers: Annotated[int, typer.Option(min=1)] = 1,
-        max_turns: Annotated[int, typer.Option(min=1, help="environment turns per task")] = 10,
-        timeout: Annotated[float, typer.Option(help="seconds per task")] = 600.0,
-        flow: Annotated[
-            str, typer.Option(help="SQL flow: paper | schema | tuned | auto (tuned for local models)")
-        ] = "auto",
-    ) -> None:
-        """StateFlow and SF_Agent on demo SQL and Bash tasks, then the table and the report.
-
-        With the embedded model the SQL part uses the best preset by default
-        (stateflow.tasks.sql.benchmark.BEST_SQL_SUFFIX, chosen there by measured quality and time
-        per task): the paper's flow rarely succeeds with a 1.5B model and takes several times
-        longer. With any other model, or --flow paper, it runs the paper's flow.
-        """
-        from stateflow.tasks.bash.benchmark import INTERCODE_BASH
-        from stateflow.tasks.harness.runner import RunSpec, evaluate
-        from stateflow.tasks.reports.metrics import summarize
-        from stateflow.tasks.reports.report import metrics_table
-        from stateflow.tasks.sql.benchmark import BEST_SQL_SUFFIX, INTERCODE_SQL
-        from stateflow.tasks.ui.static_report import write_report
-
-        variants = {
-            "paper": ("", "the paper's (Init runs SHOW TABLES)"),
-            "schema": ("_schema", "schema variant (Init lists every table's columns)"),
-            "tuned": (BEST_SQL_SUFFIX, f"the best preset {BEST_SQL_SUFFIX[1:]!r} (stateflow.tasks.sql.benchmark)"),
-        }
-        if flow not in (*variants, "auto"):
-            raise ConfigError(f"--flow {flow!r}: choose {', '.join(variants)} or auto")
-        console = Console(stderr=True)
-        assignment, label = _assignment(model or [], config)
-        _announce(console, assignment)
-        all_local = all(assignment.profiles[n].provider == "local" for n in assignment.by_state.values())
-        suffix, what = variants[flow if flow != "auto" else ("tuned" if all_local else "paper")]
-        sql_methods = (f"stateflow{suffix}", f"sf_agent{suffix}")
-        console.print(f"SQL flow: {what}")
-        records: list[dict] = []
-        parts = (
-            (INTERCODE_SQL, sql_tasks, sql_methods),
-            (INTERCODE_BASH, bash_tasks, ("stateflow", "sf_agent")),
-        )
-        for bench, sel, methods in parts:
-            spec = RunSpec(
-                benchmark=bench,
-                methods=methods,
-                models=assignment,
-                models_label=label,
-                out=out,
-                dataset="demo",
-                tasks=sel,
-                workers=workers,
-                max_turns=max_turns,
-                task_timeout_s=timeout,
-                grammar=_auto_grammar(assignment),
-                # The demo directory keeps earlier demos (other models or flows); this demo's
-                # records are told apart by their identity and only they are shown below.
-                mix_settings=True,
-            )
-            with stop_on_signals():
-                summary = evaluate(spec, console=console)
-            if summary.interrupted:
-                raise typer.Exit(130)
-            records += summary.records
-        _table_console().print(metrics_table(summarize(records), title=f"demo — {label}"))
-        paths = write_report(records, out)
-        console.print(f"report: {paths['html']}   results: {out / 'results.jsonl'}")
-
-
-def _list_methods(registry: BenchmarkRegistry, target: str | None = None) -> None:
-    """One line per method, grouped by family: its name, the benchmarks it applies to, what it is.
-
-    With ``target`` (a benchmark), that benchmark's methods only. A method name shared by
-    several benchmarks is one line (its description from the first that has it).
-    """
-    benches = [registry.get(target)] if target is not None else list(registry)
-    families: dict[str, dict[str, Method]] = {}
-    applies: dict[str, list[str]] = {}
-    for bench in benches:
-        for name, m in bench.methods.items():
-            applies.setdefault(name, []).append(bench.domain)
-            families.setdefault(m.family or "other", {}).setdefault(name, m)
-    for family, methods in families.items():
-        typer.echo(f"# {family}")
-        for name, m in methods.items():
-            typer.echo(f"{name:29} {','.join(applies[name]):19} {m.description}")
-    with_levers = [b for b in benches if b.levers is not None]
-    for bench in with_levers:
-        typer.echo(f"# levers of {bench.name}: add them to a recipe, e.g. --method 'sf_agent_hint+values'")
-        for lever in bench.levers or ():
-            typer.echo(f"+{lever.name:28} {bench.domain:19} {lever.about}")
-
-
-def _explain(registry: BenchmarkRegistry, target: str | None, name: str) -> None:
-    """Print what ``name`` is on ``target`` (or the first benchmark that has it): its recipe,
-    and each lever's description, needs and measured effect.
-
-    Raises:
-        ValueError: no benchmark has such a method (or the recipe's levers do not fit).
-    """
-    from stateflow.tasks.agents.methods import resolve_method
-
-    benches = [registry.get(target)] if target is not None else list(registry)
-    for bench in benches:
-        try:
-            method = resolve_method(bench, name)
-        except ValueError:
-            if target is not None or bench is benches[-1]:
-                raise
-            continue
-        typer.echo(f"{method.name} on {bench.name}: {method.description}")
-        recipe = method.recipe
-        if recipe is None or bench.levers is None:
-            typer.echo("not a recipe: a method of its own (no levers)")
-            return
-        typer.echo(f"recipe: {recipe.base} flow, {recipe.view} view, levers: {', '.join(recipe.levers) or '(none)'}")
-        typer.echo(f"as a command line: --method {RECIPE_SEPARATOR.join([recipe.view, *recipe.levers])}")
-        if recipe.parent:
-            typer.echo(f"extends: {recipe.parent}")
-        for lever_name in recipe.levers:
-            lever = bench.levers.get(lever_name)
-            typer.echo(f"  + {lever.name}: {lever.about}")
-            if lever.needs:
-                typer.echo(f"      needs: {', '.join(lever.needs)}")
-            typer.echo(f"      measured: {lever.effect or 'not measured'}")
-        return
 
 
 def _run_flow(
