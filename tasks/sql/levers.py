@@ -2,7 +2,8 @@
 
 :data:`SQL_LEVERS` lists every switch of the paper's SQL flow (:func:`~stateflow.tasks.sql.flow.sql_flow`)
 in the order their transforms run, with what each needs, what it conflicts with and where its
-measured effect is written up (``docs/results.md`` sections). A method is a recipe over this
+measured effect is written up (a section of ``docs/results.md`` or of its appendix
+``docs/results-history.md``). A method is a recipe over this
 table (:func:`sql_recipe_flow`); the presets of :mod:`stateflow.tasks.sql.benchmark` are named
 recipes. Adding a lever is one record here plus its transform (in this file or in
 :mod:`stateflow.tasks.sql.transforms`).
@@ -47,12 +48,12 @@ from stateflow import Flow
 __all__ = ["SQL_LEVERS", "SQL_LEVERS_LIST", "build_sql_flow", "sql_recipe_flow"]
 
 _SQL = ("intercode-sql",)
-_DEV = 'docs/results.md, "Levers on the development sample (issue 15)"'
-_WON = 'docs/results.md, "What won, what did not (2026-11-24)"'
-_VOTES = 'docs/results.md, "Two more votes, toward 65 % (2026-11-26)"'
-_SHOTS = 'docs/results.md, "A grammar bound to the schema, and worked answers (2026-11-26)"'
-_BUDGET = 'docs/results.md, "The paper\'s flows on the 1.5B model, and an Error budget (2026-11-25)"'
-_PAPER = 'docs/results.md, "The paper\'s three methods on the 0.5B model (2026-11-25)"'
+_DEV = 'docs/results-history.md, "Levers on the development sample (issue 15)"'
+_WON = 'docs/results-history.md, "What won, what did not (2026-11-24)"'
+_VOTES = 'docs/results-history.md, "Two more votes, toward 65 % (2026-11-26)"'
+_SHOTS = 'docs/results-history.md, "A grammar bound to the schema, and worked answers (2026-11-26)"'
+_BUDGET = 'docs/results-history.md, "The paper\'s flows on the 1.5B model, and an Error budget (2026-11-25)"'
+_PAPER = 'docs/results-history.md, "The paper\'s three methods on the 0.5B model (2026-11-25)"'
 
 
 def _solve_rule(line: str) -> Any:
@@ -175,7 +176,7 @@ SQL_LEVERS_LIST: tuple[Lever, ...] = (
         needs=("schema", "no_thoughts"),
         setting=3,
         applies_to=_SQL,
-        effect='docs/results.md, "Worked answers retrieved per question": 61 -> 54 % (7 won / 14 lost)',
+        effect='docs/results-history.md, "Worked answers retrieved per question": 61 -> 54 % (7 won / 14 lost)',
         apply=lambda flow, ctx: with_similar_examples(flow, k=ctx.setting("similar_examples")),
     ),
     Lever(
@@ -183,7 +184,7 @@ SQL_LEVERS_LIST: tuple[Lever, ...] = (
         "Init repeats the question after the schema listing",
         needs=("schema",),
         applies_to=_SQL,
-        effect='docs/results.md, "The question after the schema...": 61 -> 66 % dev, 55 -> 59 % held out',
+        effect='docs/results-history.md, "The question after the schema...": 61 -> 66 % dev, 55 -> 59 % held out',
         apply=lambda flow, ctx: with_question_last(flow),
     ),
     Lever(
