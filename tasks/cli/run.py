@@ -97,9 +97,10 @@ def _executor(kind: Executor, address: str | None, models: ModelAssignment | Non
 
 
 def _table_console() -> Console:
-    # Tables have 13 columns: give them room when the output is not a terminal (CI logs, pipes).
+    # Tables have 14 columns (the success rate's interval among them): give them room when the
+    # output is not a terminal (CI logs, pipes).
     console = Console()
-    return console if console.is_terminal else Console(width=170)
+    return console if console.is_terminal else Console(width=200)
 
 
 def _print_results(console: Console, records: list[dict], title: str) -> None:

@@ -46,7 +46,7 @@ def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: 
     """
     t = Table(title=title)
     for k in keys:
-        t.add_column(k)
+        t.add_column(k, no_wrap=True)  # a method name cut over two lines cannot be searched or copied
     mixed = any(r.setting for r in rows)
     if mixed:
         t.add_column("setting")

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from stateflow.tasks.sql.benchmark import BEST_SQL_SUFFIX
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -47,7 +48,7 @@ def _records(out: Path) -> list[dict]:
 
 def _table_row(stdout: str, *cells: str) -> list[str]:
     """The cells of the first table line holding every one of ``cells``."""
-    line = next(x for x in stdout.splitlines() if all(c in x for c in cells))
+    line = next(x for x in stdout.splitlines() if all(c in x for c in cells)).replace("┃", "│")  # header: ┃
     return [c.strip() for c in line.strip("│ ").split("│")]
 
 
@@ -72,17 +73,20 @@ def test_small_demo_runs_and_prints_the_table(tmp_path, sql_available, bash_avai
     assert got == [
         ("intercode-bash", "sf_agent", 0),
         ("intercode-bash", "stateflow", 0),
-        ("intercode-sql", "sf_agent_hint", 0),  # the tuned SQL variant: the default for local models
-        ("intercode-sql", "stateflow_hint", 0),
+        # the best SQL preset (tasks/sql/benchmark.py) is the default for local models
+        ("intercode-sql", f"sf_agent{BEST_SQL_SUFFIX}", 0),
+        ("intercode-sql", f"stateflow{BEST_SQL_SUFFIX}", 0),
     ]
     assert all(r["status"] == "ok" and r["llm_calls"] > 0 and r["prompt_tokens"] > 0 for r in records), [
         (r["method"], r["status"], r["error"]) for r in records
     ]
     assert all(r["identity"]["models"] == "default=local-small" and r["identity"]["max_turns"] == 2 for r in records)
     assert "demo — default=local-small" in proc.stdout
+    head = _table_row(proc.stdout, "method", "p-tokens")
+    n, tokens = head.index("n"), head.index("p-tokens")
     for r in records:  # one table row per method, n=1, with the record's own token count
         row = _table_row(proc.stdout, r["benchmark"], f" {r['method']} ")
-        assert row[3] == "1" and row[10] == str(r["prompt_tokens"]), row
+        assert row[n] == "1" and row[tokens] == str(r["prompt_tokens"]), row
     assert (out / "report.html").is_file() and (out / "metrics.json").is_file()
 
 
