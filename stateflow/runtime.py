@@ -275,24 +275,10 @@ def resume(
         start = load_position(latest, flow)
         view = _view_for(start.view, view, thread_id)
         backends = _backends(flow, models if models is not None else start.models or None, scripts, None, http)
-        deadline = time.monotonic() + timeout_s if timeout_s else None
         journal = ThreadJournal(
             checkpointer, thread_id, flow, fingerprint, latest.step + 1, extra=_ref(latest.payload.get("flow_ref"))
         )
-        episode = Episode(
-            flow,
-            start.task,
-            view,
-            backends,
-            env,
-            None,
-            max_transitions or flow.max_transitions,
-            deadline,
-            human_input,
-            start=start,
-            journal=journal,
-            answer=answer,
-        )
+        episode = _continued(flow, start, view, backends, env, max_transitions, timeout_s, human_input, journal, answer)
         return _finish(episode, telemetry, raise_errors, thread_id)
 
 
@@ -345,7 +331,6 @@ def fork(
     new_id = new_thread_id or f"{thread_id}.{uuid.uuid4().hex[:6]}"
     fingerprint = flow_fingerprint(flow)
     backends = _backends(flow, models if models is not None else start.models or None, scripts, None, http)
-    deadline = time.monotonic() + timeout_s if timeout_s else None
     with checkpointer.claim(new_id, _owner()):
         if checkpointer.latest(new_id) is not None:
             raise CheckpointError(f"thread {new_id!r} already exists; choose another new_thread_id")
@@ -353,21 +338,40 @@ def fork(
         if fingerprint == source.flow_fingerprint:  # the same flow: the same way to load it
             journal.extra = _ref(source.payload.get("flow_ref"))
         journal.save(start, "paused" if start.pending is not None else "running")
-        episode = Episode(
-            flow,
-            start.task,
-            view,
-            backends,
-            env,
-            None,
-            max_transitions or flow.max_transitions,
-            deadline,
-            human_input,
-            start=start,
-            journal=journal,
-            answer=answer,
-        )
+        episode = _continued(flow, start, view, backends, env, max_transitions, timeout_s, human_input, journal, answer)
         return _finish(episode, telemetry, raise_errors, new_id)
+
+
+def _continued(
+    flow: Flow,
+    start: RunState,
+    view: View,
+    backends: LLMBackends,
+    env: Any,
+    max_transitions: int | None,
+    timeout_s: float | None,
+    human_input: InputStream | None,
+    journal: ThreadJournal,
+    answer: str | None,
+) -> Episode:
+    """The episode that goes on from a saved state (``resume`` and ``fork``): its task and vars
+    are the saved ones."""
+    deadline = time.monotonic() + timeout_s if timeout_s else None
+    limit = max_transitions or flow.max_transitions
+    return Episode(
+        flow,
+        start.task,
+        view,
+        backends,
+        env,
+        None,
+        limit,
+        deadline,
+        human_input,
+        start=start,
+        journal=journal,
+        answer=answer,
+    )
 
 
 def _ref(flow_ref: Any) -> dict[str, str]:
