@@ -192,19 +192,25 @@ def run(
             )
     backends = _backends(flow, models, scripts, cassette, http)
     deadline = time.monotonic() + timeout_s if timeout_s else None
-    if checkpointer is None:
-        episode = Episode(
+    limit = max_transitions or flow.max_transitions
+
+    def episode(start: RunState | None = None, journal: ThreadJournal | None = None) -> Episode:
+        return Episode(
             flow,
             task,
             view,
             backends,
             env,
             dict(vars or {}),
-            max_transitions or flow.max_transitions,
+            limit,
             deadline,
             human_input,
+            start=start,
+            journal=journal,
         )
-        return _finish(episode, telemetry, raise_errors, None)
+
+    if checkpointer is None:
+        return _finish(episode(), telemetry, raise_errors, None)
     thread_id = thread_id or uuid.uuid4().hex[:12]
     fingerprint = flow_fingerprint(flow)
     with checkpointer.claim(thread_id, _owner()):
@@ -222,20 +228,7 @@ def run(
             view = _view_for(start.view, view, thread_id)
             next_step = latest.step + 1
         journal = ThreadJournal(checkpointer, thread_id, flow, fingerprint, next_step, extra=_ref(flow_ref))
-        episode = Episode(
-            flow,
-            task,
-            view,
-            backends,
-            env,
-            dict(vars or {}),
-            max_transitions or flow.max_transitions,
-            deadline,
-            human_input,
-            start=start,
-            journal=journal,
-        )
-        return _finish(episode, telemetry, raise_errors, thread_id)
+        return _finish(episode(start, journal), telemetry, raise_errors, thread_id)
 
 
 def resume(
