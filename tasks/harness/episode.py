@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from stateflow.envs.base import Environment, Task
+from stateflow.envs.bash.env import COMPARISON
 from stateflow.tasks.agents.methods import build_method
 from stateflow.tasks.kit.actions import parse_action
 from stateflow.tasks.kit.benchmark import Benchmark
@@ -177,6 +178,7 @@ def run_episode(
         "transitions": [t.to_dict() for t in result.transitions],
         "history": result.history.to_list(),
         "eval": {k: str(submit_info[k])[:2000] for k in ("agent_obs", "eval_obs") if k in submit_info},
+        "bash_comparison": submit_info.get(COMPARISON),  # bash: what the reward compared (None elsewhere)
         "verdict": submit_info.get("verdict"),  # pdoctor: the oracle's findings (None elsewhere)
         "wall_s": round(clock() - t0, 4),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),

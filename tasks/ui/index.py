@@ -35,7 +35,7 @@ from stateflow.errors import ConfigError
 __all__ = ["EpisodeRef", "IndexedEpisode", "Problem", "RunIndex", "SourceIndex", "Stamp"]
 
 # Fields a list never shows; read from disk only for an episode's own page.
-_TRACE_FIELDS = ("history", "transitions", "eval")
+_TRACE_FIELDS = ("history", "transitions", "eval", "bash_comparison")
 _CHUNK = 4 << 20  # bytes read at a time while indexing: bounds memory whatever the file's size
 
 ProblemKind = Literal["corrupt", "newer-schema", "invalid"]
