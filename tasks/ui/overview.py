@@ -16,25 +16,33 @@ interval (unlike the normal approximation) stays inside [0, 1] and is sensible a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from stateflow.tasks.harness.records import LEGACY_IDENTITY
+from stateflow.tasks.harness.records import LEGACY_IDENTITY, latest_records, record_key
 from stateflow.tasks.kit.episode_record import EpisodeRecord
-from stateflow.tasks.reports.metrics import GROUP_KEYS, group_records
+from stateflow.tasks.reports.metrics import setting_labels
 from stateflow.tasks.reports.paired import PairedComparison, compare
 
 __all__ = [
     "Cell",
+    "CellKey",
+    "CellTotals",
+    "EpisodeFigures",
     "PlotAxis",
     "PlotPoint",
     "Segment",
     "StateBar",
     "SuccessPlot",
+    "cell_key",
     "cells",
+    "cells_of",
+    "cells_of_totals",
     "paired",
     "state_bars",
     "success_plot",
+    "totals_of",
     "wilson_interval",
 ]
 
@@ -55,6 +63,64 @@ def wilson_interval(successes: int, n: int, z: float = _Z95) -> tuple[float, flo
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+@dataclass(frozen=True, slots=True)
+class EpisodeFigures:
+    """What the overview sums of one episode (its record without everything else).
+
+    :mod:`stateflow.tasks.ui.summary` keeps these on disk, so a first page reads them instead of
+    10,000 records. ``state_tokens`` is prompt + completion tokens per state, in the record's order.
+    """
+
+    identity_digest: str | None
+    task: int
+    benchmark: str
+    method: str
+    models: str
+    success: bool
+    reward_raw: float
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost: float
+    wall_s: float
+    ok: bool
+    path: tuple[str, ...]
+    state_tokens: tuple[tuple[str, float], ...]
+
+    @property
+    def key_digest(self) -> str:
+        """The digest part of the episode's key (:func:`stateflow.tasks.harness.records.record_key`)."""
+        return self.identity_digest or f"{LEGACY_IDENTITY}:{self.benchmark}/{self.method}/{self.models}"
+
+    @classmethod
+    def of(cls, r: EpisodeRecord) -> EpisodeFigures:
+        return cls(
+            r.identity_digest,
+            r.task,
+            r.benchmark,
+            r.method,
+            r.models,
+            r.success,
+            r.reward_raw,
+            r.prompt_tokens,
+            r.completion_tokens,
+            r.cached_tokens,
+            r.cost,
+            r.wall_s,
+            r.status == "ok",
+            tuple(r.path),
+            tuple((s, _tokens(u)) for s, u in r.usage_by_state.items()),
+        )
+
+
+def _tokens(usage: Any) -> float:
+    """Prompt + completion tokens of a usage entry (a record's trace is data: non-numbers count 0)."""
+    if not isinstance(usage, dict):
+        return 0.0
+    vals = (usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+    return float(sum(v for v in vals if isinstance(v, int | float) and not isinstance(v, bool)))
+
+
 @dataclass(frozen=True)
 class Cell:
     """One overview row: a method with a model label and a setting, over its newest records.
@@ -63,6 +129,8 @@ class Cell:
         id: the identity digest of its records (what ``?a=`` / ``?b=`` name in the comparison).
         success_lo, success_hi: the 95 % Wilson interval of the success rate, in %.
         seconds: mean wall-clock seconds per episode; tokens: mean prompt + completion tokens.
+        states: mean prompt + completion tokens per episode by state, in the order its episodes
+            first visit them (states without tokens left out).
     """
 
     id: str
@@ -82,7 +150,7 @@ class Cell:
     cost: float
     seconds: float
     errored: int
-    records: tuple[EpisodeRecord, ...]
+    states: tuple[tuple[str, float], ...] = ()
 
     @property
     def tokens(self) -> float:
@@ -94,45 +162,136 @@ class Cell:
         return f"{text} [{self.setting}]" if self.setting else text
 
 
-def _mean(values: Iterable[float], n: int) -> float:
-    return sum(values) / n if n else 0.0
-
-
 def cells(records: Iterable[EpisodeRecord]) -> list[Cell]:
     """The overview rows, in the order of the CLI tables (benchmark, method, models, setting)."""
-    out = []
-    for (benchmark, method, models), setting, rs in group_records(records, GROUP_KEYS):
-        n, solved = len(rs), sum(r.success for r in rs)
-        lo, hi = wilson_interval(solved, n)
-        digest = rs[0].identity_digest or f"{LEGACY_IDENTITY}:{benchmark}/{method}/{models}"
-        out.append(
-            Cell(
-                id=digest,
-                benchmark=benchmark,
-                method=method,
-                models=models,
-                setting=setting,
-                n=n,
-                solved=solved,
-                success=100.0 * solved / n,
-                success_lo=100.0 * lo,
-                success_hi=100.0 * hi,
-                reward=_mean((max(r.reward_raw, 0.0) for r in rs), n),
-                prompt_tokens=_mean((r.prompt_tokens for r in rs), n),
-                completion_tokens=_mean((r.completion_tokens for r in rs), n),
-                cached_tokens=_mean((r.cached_tokens for r in rs), n),
-                cost=sum(r.cost for r in rs),
-                seconds=_mean((r.wall_s for r in rs), n),
-                errored=sum(r.status != "ok" for r in rs),
-                records=tuple(rs),
-            )
-        )
+    newest = latest_records(records)
+    identities = {r.identity_digest: r.identity for r in newest if r.identity_digest and r.identity}
+    return cells_of([EpisodeFigures.of(r) for r in newest], identities)
+
+
+CellKey = tuple[str, str, str, str]
+"""benchmark, method, models, identity digest (``""`` for records without one): one overview row."""
+
+
+@dataclass
+class CellTotals:
+    """Running sums of one overview row's episodes (what a persisted summary keeps per row)."""
+
+    key_digest: str
+    n: int = 0
+    solved: int = 0
+    reward: float = 0.0
+    prompt_tokens: float = 0.0
+    completion_tokens: float = 0.0
+    cached_tokens: float = 0.0
+    cost: float = 0.0
+    seconds: float = 0.0
+    errored: int = 0
+    states: dict[str, float] = field(default_factory=dict)
+
+    def add(self, f: EpisodeFigures) -> None:
+        self.n += 1
+        self.solved += f.success
+        self.reward += max(f.reward_raw, 0.0)
+        self.prompt_tokens += f.prompt_tokens
+        self.completion_tokens += f.completion_tokens
+        self.cached_tokens += f.cached_tokens
+        self.cost += f.cost
+        self.seconds += f.wall_s
+        self.errored += not f.ok
+        for state in f.path:
+            self.states.setdefault(state, 0.0)
+        for state, tokens in f.state_tokens:
+            self.states[state] = self.states.get(state, 0.0) + tokens
+
+    def merge(self, other: CellTotals) -> None:
+        """Add another source's sums of the same row (their episodes are distinct)."""
+        for name in ("n", "solved", "reward", "prompt_tokens", "completion_tokens", "cached_tokens", "cost"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.seconds += other.seconds
+        self.errored += other.errored
+        for state, tokens in other.states.items():
+            self.states[state] = self.states.get(state, 0.0) + tokens
+
+
+def cell_key(f: EpisodeFigures) -> CellKey:
+    return f.benchmark, f.method, f.models, f.identity_digest or ""
+
+
+def totals_of(figures: Iterable[EpisodeFigures]) -> dict[CellKey, CellTotals]:
+    """Each overview row's sums over ``figures`` (newest per episode, in the order they were written)."""
+    out: dict[CellKey, CellTotals] = {}
+    for f in figures:
+        key = cell_key(f)
+        totals = out.get(key)
+        if totals is None:
+            totals = out[key] = CellTotals(f.key_digest)
+        totals.add(f)
     return out
 
 
-def paired(baseline: Cell, candidate: Cell) -> PairedComparison:
-    """``stateflow compare``'s comparison of two overview rows (won / lost, sign test)."""
-    return compare(baseline.records, candidate.records, labels=(baseline.label, candidate.label))
+def cells_of(figures: Iterable[EpisodeFigures], identities: Mapping[str, dict[str, Any]]) -> list[Cell]:
+    """The overview rows from each episode's figures (newest per episode, as a summary keeps them)."""
+    return cells_of_totals(totals_of(figures), identities)
+
+
+def cells_of_totals(totals: Mapping[CellKey, CellTotals], identities: Mapping[str, dict[str, Any]]) -> list[Cell]:
+    """The overview rows from their sums.
+
+    Grouped as :func:`stateflow.tasks.reports.metrics.group_records` groups records: by benchmark,
+    method and models, each setting (identity) apart and labelled by ``setting_labels``.
+    """
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for benchmark, method, models, digest in totals:
+        groups.setdefault((benchmark, method, models), []).append(digest)
+    out = []
+    for (benchmark, method, models), digests in sorted(groups.items()):
+        digests.sort()
+        labels = setting_labels([dict(identities.get(d) or {}) for d in digests])
+        for label, digest in sorted(zip(labels, digests, strict=True), key=lambda t: t[0]):
+            out.append(_cell(benchmark, method, models, label, totals[benchmark, method, models, digest]))
+    return out
+
+
+def _cell(benchmark: str, method: str, models: str, setting: str, t: CellTotals) -> Cell:
+    n = t.n
+    lo, hi = wilson_interval(t.solved, n)
+    return Cell(
+        id=t.key_digest,
+        benchmark=benchmark,
+        method=method,
+        models=models,
+        setting=setting,
+        n=n,
+        solved=t.solved,
+        success=100.0 * t.solved / n,
+        success_lo=100.0 * lo,
+        success_hi=100.0 * hi,
+        reward=t.reward / n,
+        prompt_tokens=t.prompt_tokens / n,
+        completion_tokens=t.completion_tokens / n,
+        cached_tokens=t.cached_tokens / n,
+        cost=t.cost,
+        seconds=t.seconds / n,
+        errored=t.errored,
+        states=tuple((s, v / n) for s, v in t.states.items() if v),
+    )
+
+
+def paired(baseline: Cell, candidate: Cell, records: Iterable[EpisodeRecord]) -> PairedComparison:
+    """``stateflow compare``'s comparison of two overview rows (won / lost, sign test).
+
+    Args:
+        records: records holding both rows' episodes (others are ignored); each row takes the
+            newest record of its identity per task.
+    """
+    newest = latest_records(records)
+    mine = {
+        c.id: [r for r in newest if record_key(r)[0] == c.id and (r.benchmark, r.method, r.models) ==
+               (c.benchmark, c.method, c.models)]
+        for c in (baseline, candidate)
+    }  # fmt: skip
+    return compare(mine[baseline.id], mine[candidate.id], labels=(baseline.label, candidate.label))
 
 
 @dataclass(frozen=True)
@@ -268,15 +427,7 @@ def state_bars(rows: Sequence[Cell], *, width: float = 420.0) -> list[StateBar]:
     legend never mixes the states of different flows (the report's former tokens-by-state plot
     put every flow's states in one legend).
     """
-    per_row: list[tuple[Cell, dict[str, float]]] = []
-    for c in rows:
-        sums: dict[str, float] = {}
-        for r in c.records:
-            for state in r.path:
-                sums.setdefault(state, 0.0)
-            for state, u in r.usage_by_state.items():
-                sums[state] = sums.get(state, 0.0) + u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)
-        per_row.append((c, {s: v / c.n for s, v in sums.items() if v}))
+    per_row = [(c, dict(c.states)) for c in rows]
     top = max((sum(d.values()) for _, d in per_row), default=0.0) or 1.0
     colors: dict[str, str] = {}
     bars = []

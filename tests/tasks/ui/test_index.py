@@ -102,12 +102,12 @@ def test_index_reads_an_oracle_run(oracle_run):
 
 
 def test_the_fast_cut_reads_what_a_whole_parse_reads(oracle_run):
-    from stateflow.tasks.ui.index import _TRACE_FIELDS, _without_trace
+    from stateflow.tasks.ui.lines import TRACE_FIELDS, _without_trace
 
     for line in (oracle_run / "results.jsonl").read_bytes().splitlines():
         data = json.loads(line)
         small, has_vote = _without_trace(line)
-        assert small == {k: v for k, v in data.items() if k not in _TRACE_FIELDS}
+        assert small == {k: v for k, v in data.items() if k not in TRACE_FIELDS}
         assert has_vote == any("vote" in m.get("meta", {}) for m in data["history"])
 
 
