@@ -151,6 +151,19 @@ def first_page_rounds(big: Path, rounds: int) -> None:
         "   each round (before / cold / warm, ms): "
         + "; ".join(f"{b * 1e3:.0f} / {c * 1e3:.0f} / {w * 1e3:.0f}" for b, c, w in each)
     )
+    # a run in progress: one more record since the summary was written (a new task, then a re-run)
+    results = big / "results.jsonl"
+    first_line = results.read_bytes().split(b"\n", 1)[0]
+    with results.open("ab") as fh:
+        fh.write(first_line.replace(b'"task": ', b'"task": 77', 1) + b"\n")
+    grown = _first_page_after(big, store)
+    with results.open("ab") as fh:
+        fh.write(first_line + b"\n")
+    rerun = _first_page_after(big, store)
+    print(
+        f"   warm, after one appended record: {grown * 1000:.0f} ms (a new episode), "
+        f"{rerun * 1000:.0f} ms (a re-run episode: its older figures are read back)"
+    )
     store = Path(tempfile.mkdtemp(prefix="bench-ui-summaries-"))
     RunIndex([big], summaries=store).refresh_summaries()
     tracemalloc.start()

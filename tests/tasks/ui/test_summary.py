@@ -134,19 +134,40 @@ def test_an_unusable_summary_is_ignored_and_rewritten(tmp_path, parsed, damage):
     assert _numbers(RunIndex([tmp_path], summaries=store)) == expected and parsed == []  # rewritten
 
 
+def test_appended_records_need_no_rows_and_a_rerun_replays_what_the_rows_file_lacks(tmp_path, parsed):
+    store = tmp_path / "summaries"
+    path = write_records(tmp_path, [make_record(i, success=False) for i in range(3)])
+    RunIndex([tmp_path], summaries=store).refresh_summaries()
+    (rows_file,) = store.glob("*.rows.json")
+    rows_before = rows_file.read_bytes()
+    with path.open("ab") as fh:  # a new episode: the sums grow, the rows file is left as it is
+        fh.write(raw_line(make_record(3, success=True).to_dict()))
+    parsed.clear()
+    (cell,) = RunIndex([tmp_path], summaries=store).cells()
+    assert (cell.n, cell.solved) == (4, 1) and parsed == [4]
+    assert rows_file.read_bytes() == rows_before
+    with path.open("ab") as fh:  # task 0 again: its older figures come from the rows file + line 4
+        fh.write(raw_line(make_record(0, success=True).to_dict()))
+    parsed.clear()
+    index = RunIndex([tmp_path], summaries=store)
+    (cell,) = index.cells()
+    assert (cell.n, cell.solved) == (4, 2) and parsed == [5, 0]  # line 5, then line 4 replayed
+    assert index.cells() == cells(load_results([str(tmp_path)]))
+
+
 def test_rows_that_do_not_match_the_head_are_not_used(tmp_path, parsed):
     store = tmp_path / "summaries"
-    write_records(tmp_path, [make_record(i) for i in range(3)])
+    write_records(tmp_path, [make_record(i, success=i != 0) for i in range(3)])
     RunIndex([tmp_path], summaries=store).refresh_summaries()
     (rows,) = store.glob("*.rows.json")
     data = json.loads(rows.read_text())
     data["columns"]["success"] = [False, False]  # one row short, and wrong
     rows.write_text(json.dumps(data))
-    with (tmp_path / "results.jsonl").open("ab") as fh:  # growing makes the rows needed
-        fh.write(raw_line(make_record(3).to_dict()))
+    with (tmp_path / "results.jsonl").open("ab") as fh:  # a re-run makes the rows needed
+        fh.write(raw_line(make_record(0).to_dict()))
     parsed.clear()
     (cell,) = RunIndex([tmp_path], summaries=store).cells()
-    assert (cell.n, cell.solved) == (4, 4) and parsed == [1, 2, 3, 4]
+    assert (cell.n, cell.solved) == (3, 3) and parsed == [4, 1, 2, 3, 4]  # summarised again
 
 
 def test_an_unwritable_summary_directory_only_costs_speed(tmp_path):
