@@ -129,9 +129,9 @@ def run_episode(
             if crashes:
                 result.error = "; ".join([result.error or "error", *crashes])
     submitted = v.done
-    if v.best_reward is not None:  # Try-Again: the best score over all attempts
+    if v.best_reward is not None:  # Try-Again: the best score over all attempts, and how it was scored
         reward_raw = float(v.reward if v.reward is not None else v.best_reward)
-        submit_info: dict[str, Any] = {}
+        submit_info: dict[str, Any] = dict(v.best_info)
     elif submitted:
         reward_raw = float(v.reward or 0.0)
         submit_info = dict(v.submit_info)

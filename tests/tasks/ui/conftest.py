@@ -108,10 +108,11 @@ def wrong_bash_policy() -> ScriptedLLM:
 
 @pytest.fixture(scope="session")
 def bash_run(tmp_path_factory, bash_available) -> Path:
-    """A real Bash results directory on the demo file system: the oracle on tasks 5-7 (each changes
-    files) and a scripted policy that changes the wrong files on tasks 6-7 (models ``default=wrong``)."""
+    """A real Bash results directory on the demo file system: the oracle (StateFlow and Try-Again)
+    on tasks 5-7 (each changes files) and a scripted policy that changes the wrong files on tasks
+    6-7 (StateFlow, models ``default=wrong``)."""
     out = tmp_path_factory.mktemp("ui-bash")
-    evaluate(RunSpec(INTERCODE_BASH, ("stateflow",), out=out, tasks="5:8", **ORACLE_SPEC), progress=False)
+    evaluate(RunSpec(INTERCODE_BASH, ("stateflow", "try_again"), out=out, tasks="5:8", **ORACLE_SPEC), progress=False)
     wrong = ModelProfile(name="wrong", model="wrong", provider="scripted", api_key_env=None)
     spec = RunSpec(
         INTERCODE_BASH,
