@@ -79,8 +79,30 @@ def _without_trace(line: bytes) -> tuple[dict[str, Any] | None, bool]:
     return data, b'"vote": {' in trace
 
 
+_CURRENT = b'{"schema_version": %d, ' % SCHEMA_VERSION  # how a line of this version's ResultsFile starts
+
+
+def _validated_cut(line: bytes) -> tuple[EpisodeRecord, bool] | None:
+    """A current record's cut line validated in one step by pydantic's JSON parser (no Python dict
+    in between: about 3x faster), or ``None`` when the cut does not apply or the record is not
+    valid; the caller then reads the line the careful way, which also names the problem."""
+    if not line.startswith(_CURRENT) or line.count(_TRACE_START) != 1 or line.count(_TRACE_END) != 1:
+        return None
+    start, end = line.find(_TRACE_START), line.find(_TRACE_END)
+    trace = line[start:end]
+    if end < start or not all(part in trace for part in _TRACE_INNER):
+        return None
+    try:
+        record = EpisodeRecord.model_validate_json(line[:start] + line[end:])
+    except ValueError:  # pydantic's ValidationError, or bytes that are not JSON
+        return None
+    if record.history or record.transitions or record.eval or record.bash_comparison is not None:
+        return None  # a trace field outside the cut stretch: the careful way decides
+    return record, b'"vote": {' in trace
+
+
 def parse_line(
-    line: bytes, path: Path, number: int, identities: dict[str, dict[str, Any]]
+    line: bytes, path: Path, number: int, identities: dict[str, dict[str, Any]], *, light: bool = False
 ) -> tuple[EpisodeRecord, bool] | Problem | None:
     """Read one line of a results file: ``(record without its trace, whether a vote ran)``, a
     :class:`Problem` naming the line, or ``None`` for a blank line.
@@ -90,9 +112,17 @@ def parse_line(
         path, number: the file and the 1-based line number (for messages).
         identities: identity digest -> identity, shared over a file's lines: records of one
             setting carry the same identity (~40 fields), and keep one copy of it.
+        light: the caller keeps only a few figures of each record (the summary), so records
+            need not share their identity: a current, valid record is then validated in one step
+            (the same validation, from bytes). Anything else is read the careful way.
     """
     if not line.strip():
         return None
+    if light and (quick := _validated_cut(line)) is not None:
+        record = quick[0]
+        if record.identity_digest is not None and record.identity is not None:
+            identities.setdefault(record.identity_digest, record.identity)
+        return quick
     where = f"{path}:{number}"
     small, has_vote = _without_trace(line)
     if small is None:  # the fast cut did not apply: parse the whole line

@@ -164,7 +164,7 @@ class SourceSummary:
         for line, after in self._lines_from(start):
             self.lines += 1
             self._done = after
-            parsed = parse_line(line, self.path, self.lines, self.identities)
+            parsed = parse_line(line, self.path, self.lines, self.identities, light=True)
             if isinstance(parsed, Problem):
                 self.problems.append(parsed)
             elif parsed is not None:
@@ -248,7 +248,7 @@ class SourceSummary:
         rows = {(r.key_digest, r.task): r for r in listed}
         scratch: dict[str, dict[str, Any]] = {}
         for line, _ in self._lines_from(done, position):
-            parsed = parse_line(line, self.path, 0, scratch)
+            parsed = parse_line(line, self.path, 0, scratch, light=True)
             if isinstance(parsed, tuple):
                 key = record_key(parsed[0])
                 rows.pop(key, None)

@@ -129,3 +129,41 @@ def test_a_nested_key_named_like_a_trace_field_falls_back_to_a_whole_parse(tmp_p
     (ep,) = index.episodes()
     assert ep.record.verdict == {"top": True} and ep.record.history == []
     assert index.load(ep).history[-1]["meta"] == {"verdict": {"ok": 1}}
+
+
+def _hostile_variants(line: bytes) -> list[bytes]:
+    """Lines a results file may hold besides good records (each one changed in one way)."""
+    data = json.loads(line)
+    return [
+        line,
+        json.dumps(data | {"task": -1}).encode(),  # invalid value
+        json.dumps(data | {"turns": 1.5}).encode(),  # wrong type (strict)
+        json.dumps(data | {"status": "maybe"}).encode(),
+        json.dumps(data | {"schema_version": 99}).encode(),  # newer schema
+        json.dumps({k: v for k, v in data.items() if k != "method"}).encode(),  # missing field
+        json.dumps({k: v for k, v in data.items() if k != "schema_version"}).encode(),  # version 0
+        json.dumps(data | {"unknown_key": [1, 2]}).encode(),  # kept, not refused
+        line.replace(b', "verdict": ', b', "history": [{"x": 1}], "verdict": '),  # a second trace key
+        line[: len(line) // 2],  # torn
+    ]
+
+
+def test_the_light_read_accepts_and_refuses_exactly_what_the_careful_read_does(oracle_run, tmp_path):
+    """The summary validates current records in one step from their bytes; it must count the same
+    records and problems as the index's careful read, whatever the line holds."""
+    from stateflow.tasks.ui.lines import Problem, _validated_cut, parse_line
+
+    lines = (oracle_run / "results.jsonl").read_bytes().splitlines()
+    assert all(_validated_cut(line) is not None for line in lines)  # the one-step path is the one taken
+    checked = 0
+    for i, line in enumerate(lines):
+        for variant in _hostile_variants(line) if i < 3 else [line]:
+            careful = parse_line(variant, tmp_path, 1, {})
+            light = parse_line(variant, tmp_path, 1, {}, light=True)
+            if isinstance(careful, Problem):
+                assert light == careful
+            else:
+                assert not isinstance(light, Problem) and light is not None and careful is not None
+                assert light[1] == careful[1] and light[0].to_dict() == careful[0].to_dict()
+            checked += 1
+    assert checked == len(lines) + 3 * 9

@@ -23,9 +23,9 @@ def parsed(monkeypatch):
     calls: list[int] = []
     real = summary_module.parse_line
 
-    def spy(line, path, number, identities):
+    def spy(line, path, number, identities, **kw):
         calls.append(number)
-        return real(line, path, number, identities)
+        return real(line, path, number, identities, **kw)
 
     monkeypatch.setattr(summary_module, "parse_line", spy)
     return calls
