@@ -107,22 +107,36 @@ def parse_line(
     """Read one line of a results file: ``(record without its trace, whether a vote ran)``, a
     :class:`Problem` naming the line, or ``None`` for a blank line.
 
+    A line this version wrote is validated in one step from its bytes (:func:`_validated_cut`);
+    any other line, and any line that step refuses, is read the careful way
+    (:func:`_parse_carefully`), which gives the same record or names the problem.
+
     Args:
         line: the line's bytes, without the newline.
         path, number: the file and the 1-based line number (for messages).
         identities: identity digest -> identity, shared over a file's lines: records of one
             setting carry the same identity (~40 fields), and keep one copy of it.
-        light: the caller keeps only a few figures of each record (the summary), so records
-            need not share their identity: a current, valid record is then validated in one step
-            (the same validation, from bytes). Anything else is read the careful way.
+        light: the caller keeps only a few figures of each record (the summary): records need
+            not share their identity object, which saves a copy of each.
     """
     if not line.strip():
         return None
-    if light and (quick := _validated_cut(line)) is not None:
-        record = quick[0]
-        if record.identity_digest is not None and record.identity is not None:
-            identities.setdefault(record.identity_digest, record.identity)
-        return quick
+    quick = _validated_cut(line)
+    if quick is None:
+        return _parse_carefully(line, path, number, identities)
+    record, has_vote = quick
+    digest, identity = record.identity_digest, record.identity
+    if digest is not None and identity is not None:
+        shared = identities.setdefault(digest, identity)
+        if not light and shared is not identity and shared == identity:
+            record = record.model_copy(update={"identity": shared})
+    return record, has_vote
+
+
+def _parse_carefully(
+    line: bytes, path: Path, number: int, identities: dict[str, dict[str, Any]]
+) -> tuple[EpisodeRecord, bool] | Problem:
+    """:func:`parse_line` for any line: the JSON parsed to Python first, every problem named."""
     where = f"{path}:{number}"
     small, has_vote = _without_trace(line)
     if small is None:  # the fast cut did not apply: parse the whole line

@@ -148,22 +148,31 @@ def _hostile_variants(line: bytes) -> list[bytes]:
     ]
 
 
-def test_the_light_read_accepts_and_refuses_exactly_what_the_careful_read_does(oracle_run, tmp_path):
-    """The summary validates current records in one step from their bytes; it must count the same
-    records and problems as the index's careful read, whatever the line holds."""
-    from stateflow.tasks.ui.lines import Problem, _validated_cut, parse_line
+def test_the_one_step_read_accepts_and_refuses_exactly_what_the_careful_read_does(oracle_run, tmp_path):
+    """Current records are validated in one step from their bytes; that must accept, refuse and
+    report exactly what the careful read does, whatever the line holds."""
+    from stateflow.tasks.ui.lines import Problem, _parse_carefully, _validated_cut, parse_line
 
     lines = (oracle_run / "results.jsonl").read_bytes().splitlines()
     assert all(_validated_cut(line) is not None for line in lines)  # the one-step path is the one taken
     checked = 0
     for i, line in enumerate(lines):
         for variant in _hostile_variants(line) if i < 3 else [line]:
-            careful = parse_line(variant, tmp_path, 1, {})
-            light = parse_line(variant, tmp_path, 1, {}, light=True)
-            if isinstance(careful, Problem):
-                assert light == careful
-            else:
-                assert not isinstance(light, Problem) and light is not None and careful is not None
-                assert light[1] == careful[1] and light[0].to_dict() == careful[0].to_dict()
+            careful = _parse_carefully(variant, tmp_path, 1, {})
+            for quick in (parse_line(variant, tmp_path, 1, {}), parse_line(variant, tmp_path, 1, {}, light=True)):
+                if isinstance(careful, Problem):
+                    assert quick == careful
+                else:
+                    assert not isinstance(quick, Problem) and quick is not None
+                    assert quick[1] == careful[1] and quick[0].to_dict() == careful[0].to_dict()
             checked += 1
     assert checked == len(lines) + 3 * 9
+
+
+def test_records_of_one_setting_share_one_identity_in_the_index(oracle_run):
+    index = RunIndex([oracle_run])
+    by_digest: dict[str, list] = {}
+    for ep in index.episodes():
+        by_digest.setdefault(ep.record.identity_digest, []).append(ep.record.identity)
+    assert by_digest and all(len(ids) > 1 for ids in by_digest.values())
+    assert all(all(i is ids[0] for i in ids) for ids in by_digest.values())  # one object: memory stays bounded
