@@ -143,7 +143,6 @@ def test_a_wrongly_typed_or_incomplete_text_call_gets_a_short_readable_error_not
     ]
 
 
-
 def test_a_wrongly_typed_or_malformed_function_call_gets_a_short_readable_error_and_does_not_run():
     example = load_example("function_calling")
     calls = iter(
@@ -167,6 +166,7 @@ def test_a_wrongly_typed_or_malformed_function_call_gets_a_short_readable_error_
     assert answer["role"] == "tool" and answer["content"] == tools[0].content
     assert answer["tool_call_id"] == tools[0].meta["call_id"]
     assert not any("pydantic" in m.content or "validation error" in m.content for m in tools)
+
 
 # -- the examples as written, on the embedded 0.5B model (a few short calls each) ---------------
 
