@@ -29,8 +29,9 @@ from typing import Any
 
 from stateflow.tasks.harness.records import record_key
 from stateflow.tasks.kit.episode_record import EpisodeRecord, InvalidRecordError
+from stateflow.tasks.ui.figures import CellKey, CellTotals, EpisodeFigures
 from stateflow.tasks.ui.lines import Problem, Stamp, parse_line
-from stateflow.tasks.ui.overview import Cell, CellKey, CellTotals, EpisodeFigures, cells_of, cells_of_totals
+from stateflow.tasks.ui.overview import Cell, cells_of, cells_of_totals
 from stateflow.tasks.ui.summary import SourceSummary, summary_file
 
 from stateflow.errors import ConfigError

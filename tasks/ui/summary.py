@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from stateflow.tasks.harness.records import record_key
+from stateflow.tasks.ui.figures import CellKey, CellTotals, EpisodeFigures, cell_key, totals_of
 from stateflow.tasks.ui.lines import Problem, Stamp, parse_line
-from stateflow.tasks.ui.overview import CellKey, CellTotals, EpisodeFigures, cell_key, totals_of
 
 __all__ = ["FORMAT", "SourceSummary", "summary_file"]
 
