@@ -15,6 +15,10 @@ start.
 
 Lines that are not records never stop the UI: a corrupt line, a record of a newer schema or an
 invalid record becomes a :class:`Problem` naming the file and line, shown on the pages.
+
+:class:`RunIndex` builds this index only when a page needs records (tasks, an episode, side by
+side, a paired comparison); the overview and the live pages' change check read each source's
+summary (:mod:`stateflow.tasks.ui.summary`), which a second start reads from disk.
 """
 
 from __future__ import annotations
