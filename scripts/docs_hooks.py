@@ -5,6 +5,8 @@ wheel maps into it (``envs/`` is ``stateflow.envs``, see pyproject.toml ``packag
 :func:`on_config` therefore lays out the package as installed, as symbolic links (and a copy of its ``__init__.py``) under
 ``build/api-src/stateflow`` (mkdocs.yml points mkdocstrings there).
 
+The offline search shim comes from StateFlow's cache (see ``scripts/docs_assets.py``).
+
 ``reference/cli.md`` is generated at every build from the ``stateflow`` commands themselves
 (:func:`stateflow.cli.reference.cli_reference`); it is never written to ``docs/``, so it cannot
 go stale or be edited by hand.
@@ -13,14 +15,20 @@ go stale or be edited by hand.
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 from stateflow.cli.reference import cli_reference
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package
+from docs_assets import IFRAME_WORKER  # noqa: E402
+
 CLI_PAGE = "reference/cli.md"
+SHIM = "assets/javascripts/iframe-worker-shim.js"  # mkdocs.yml extra.polyfills names it
 API_SRC = Path("build/api-src")  # relative to mkdocs.yml; mkdocs.yml's mkdocstrings ``paths``
 
 
@@ -64,6 +72,10 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
 
 def on_files(files: Files, *, config: MkDocsConfig) -> Files:
-    """Add the generated command-line reference to the site's files."""
+    """Add the generated command-line reference and the offline search shim to the site's files."""
     files.append(File.generated(config, CLI_PAGE, content=cli_reference()))
+    shim = IFRAME_WORKER.path()
+    if not shim.is_file():
+        raise PluginError(f"{shim} is missing (the site's offline search shim): run scripts/setup_docs.sh")
+    files.append(File.generated(config, SHIM, abs_src_path=str(shim)))
     return files
