@@ -2,8 +2,8 @@
 
 The API reference reads the source with Griffe, which finds ``stateflow`` but not the folders the
 wheel maps into it (``envs/`` is ``stateflow.envs``, see pyproject.toml ``package-dir``).
-:func:`on_config` therefore lays out the package as installed, as symbolic links (and a copy of its ``__init__.py``) under
-``build/api-src/stateflow`` (mkdocs.yml points mkdocstrings there).
+:func:`on_config` therefore lays out the package as installed, as symbolic links (and a copy of
+its ``__init__.py``) under ``build/api-src/stateflow`` (mkdocs.yml points mkdocstrings there).
 
 The offline search shim comes from StateFlow's cache (see ``scripts/docs_assets.py``).
 
@@ -25,7 +25,7 @@ from mkdocs.structure.files import File, Files
 from stateflow.cli.reference import cli_reference
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/ is not a package
-from docs_assets import IFRAME_WORKER  # noqa: E402
+from docs_assets import IFRAME_WORKER
 
 CLI_PAGE = "reference/cli.md"
 SHIM = "assets/javascripts/iframe-worker-shim.js"  # mkdocs.yml extra.polyfills names it
