@@ -4,7 +4,8 @@ A page's ```` ```python ```` blocks run in order in one namespace (a later block
 earlier one defined), in a temporary working directory. A block that cannot run in the test
 suite says so in its fence, ```` ```python test="skip" reason="..." ````: it must give the
 reason and still compile. A page with a block marked ``test="local-model"`` runs on the
-embedded 0.5B model. The README's one snippet runs in tests/test_readme.py.
+embedded 0.5B model. Elsewhere what each ``print()`` shows is written under it as ``#> ...``
+lines and checked (``pytest tests/docs/test_snippets.py --update-examples`` rewrites them). The README's one snippet runs in tests/test_readme.py.
 """
 
 from __future__ import annotations
@@ -61,7 +62,13 @@ def test_the_pages_python_snippets_run_as_written(
             assert example.prefix_settings().get("reason"), f"{example}: a skipped snippet must say why (reason=...)"
             compile(example.source, str(example), "exec")
             continue
-        namespace = eval_example.run(example, module_globals=namespace)
+        if mode == LOCAL_MODEL or any(_mode(e) == LOCAL_MODEL for e in examples):
+            # a real model's words vary with the build and the machine: the page's own checks decide
+            namespace = eval_example.run(example, module_globals=namespace)
+        elif eval_example.update_examples:
+            namespace = eval_example.run_print_update(example, module_globals=namespace)
+        else:  # what each print() shows is written under it as "#> ..." and checked
+            namespace = eval_example.run_print_check(example, module_globals=namespace)
         ran += 1
     assert ran, f"{page}: every snippet is skipped"
 
