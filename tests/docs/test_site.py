@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,31 @@ def test_doctests_and_roles_become_markdown() -> None:
 def test_the_docs_extra_is_installed_by_setup() -> None:
     assert "docs" in (ROOT / "scripts" / "setup.sh").read_text().split('-e ".[', 1)[1].split("]", 1)[0].split(",")
     assert importlib.util.find_spec("mkdocs") is not None
+
+
+def test_the_readmes_links_into_the_docs_exist() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t for t in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme) if "://" not in t]
+    assert len(targets) >= 15
+    missing = [t for t in targets if not (ROOT / t).is_file()]
+    assert not missing, missing
+
+
+def test_search_works_from_the_file_system_in_chromium(site: Path) -> None:
+    """Read offline from file://, the site's search answers (the pinned shim runs its worker)."""
+    from docs_screenshots import open_chromium
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = open_chromium()
+    try:
+        driver.get((site / "index.html").as_uri())
+        assert driver.title.startswith("StateFlow")
+        box = driver.find_element(By.CSS_SELECTOR, "input.md-search__input")  # in the header at this width
+        box.click()
+        box.send_keys("blackboard")
+        WebDriverWait(driver, 20).until(lambda d: d.find_elements(By.CSS_SELECTOR, "li.md-search-result__item"))
+        hits = [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "li.md-search-result__item a")]
+        assert any("/concepts/context.html" in h for h in hits), hits
+    finally:
+        driver.quit()

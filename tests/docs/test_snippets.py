@@ -5,7 +5,8 @@ earlier one defined), in a temporary working directory. A block that cannot run 
 suite says so in its fence, ```` ```python test="skip" reason="..." ````: it must give the
 reason and still compile. A page with a block marked ``test="local-model"`` runs on the
 embedded 0.5B model. Elsewhere what each ``print()`` shows is written under it as ``#> ...``
-lines and checked (``pytest tests/docs/test_snippets.py --update-examples`` rewrites them). The README's one snippet runs in tests/test_readme.py.
+lines and checked (``pytest tests/docs/test_snippets.py --update-examples`` rewrites them).
+The README's one snippet runs in tests/test_readme.py.
 """
 
 from __future__ import annotations
