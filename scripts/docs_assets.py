@@ -32,16 +32,18 @@ class NpmFile:
         version: its exact version.
         integrity: the registry's ``dist.integrity`` of the tarball (``sha512-<base64>``).
         member: the file inside the tarball.
+        registry: the npm registry's base URL.
     """
 
     package: str
     version: str
     integrity: str
     member: str
+    registry: str = "https://registry.npmjs.org"
 
     @property
     def url(self) -> str:
-        return f"https://registry.npmjs.org/{self.package}/-/{self.package}-{self.version}.tgz"
+        return f"{self.registry}/{self.package}/-/{self.package}-{self.version}.tgz"
 
     def path(self) -> Path:
         """Where the file is kept (StateFlow's cache directory)."""
