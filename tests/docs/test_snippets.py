@@ -63,13 +63,18 @@ def test_the_pages_python_snippets_run_as_written(
             assert example.prefix_settings().get("reason"), f"{example}: a skipped snippet must say why (reason=...)"
             compile(example.source, str(example), "exec")
             continue
-        if mode == LOCAL_MODEL or any(_mode(e) == LOCAL_MODEL for e in examples):
-            # a real model's words vary with the build and the machine: the page's own checks decide
-            namespace = eval_example.run(example, module_globals=namespace)
-        elif eval_example.update_examples:
-            namespace = eval_example.run_print_update(example, module_globals=namespace)
-        else:  # what each print() shows is written under it as "#> ..." and checked
-            namespace = eval_example.run_print_check(example, module_globals=namespace)
+        try:
+            if any(_mode(e) == LOCAL_MODEL for e in examples):
+                # a real model's words vary with the build and the machine: the page's own checks decide
+                namespace = eval_example.run(example, module_globals=namespace)
+            elif eval_example.update_examples:
+                namespace = eval_example.run_print_update(example, module_globals=namespace)
+            else:  # what each print() shows is written under it as "#> ..." and checked
+                namespace = eval_example.run_print_check(example, module_globals=namespace)
+        except Exception as err:
+            # pytest cannot render the traceback pytest-examples rewrites (INTERNALERROR): one
+            # line naming the snippet and the error instead
+            pytest.fail(f"{example}: {type(err).__name__}: {err}", pytrace=False)
         ran += 1
     assert ran, f"{page}: every snippet is skipped"
 
