@@ -49,6 +49,9 @@ def test_the_strict_build_writes_every_section(site: Path) -> None:
     ):
         assert (site / page).is_file(), page
     assert not (site / "data").exists()  # the archived records stay out of the site
+    # a fence MkDocs did not recognise (e.g. an unknown option after the language) shows as text
+    unrendered = [str(p.relative_to(site)) for p in site.rglob("*.html") if "```" in p.read_text(encoding="utf-8")]
+    assert not unrendered
 
 
 def test_the_site_fetches_nothing_from_the_network(site: Path) -> None:
