@@ -4,8 +4,9 @@ A page's ```` ```python ```` blocks run in order in one namespace (a later block
 earlier one defined), in a temporary working directory. A block that cannot run in the test
 suite says so in its fence, ```` ```{.python test="skip" reason="..."} ```` (the braces keep
 it a Python block for MkDocs): it must give the reason and still compile. A page with a block
-marked ``{.python test="local-model"}`` runs on the embedded 0.5B model. Elsewhere what each ``print()`` shows is written under it as ``#> ...``
-lines and checked (``pytest tests/docs/test_snippets.py --update-examples`` rewrites them).
+marked ``{.python test="local-model"}`` runs on the embedded 0.5B model. Elsewhere what each
+``print()`` shows is written under it as ``#> ...`` lines and checked
+(``pytest tests/docs/test_snippets.py --update-examples`` rewrites them).
 The README's one snippet runs in tests/test_readme.py.
 """
 
