@@ -50,7 +50,7 @@ def test_the_strict_build_writes_every_section(site: Path) -> None:
         assert (site / page).is_file(), page
     assert not (site / "data").exists()  # the archived records stay out of the site
     # a fence MkDocs did not recognise (e.g. an unknown option after the language) shows as text
-    unrendered = [str(p.relative_to(site)) for p in site.rglob("*.html") if "```" in p.read_text(encoding="utf-8")]
+    unrendered = [str(p.relative_to(site)) for p in site.rglob("*.html") if "<p>```" in p.read_text(encoding="utf-8")]
     assert not unrendered
 
 
