@@ -49,7 +49,9 @@ def _grammar_name(grammar: str | Callable[..., Any] | None, name: _Namer) -> str
     return grammar if isinstance(grammar, str) or grammar is None else name(grammar)
 
 
-def _output(out: OutputFunction, name: _Namer) -> dict[str, Any]:
+def _output(out: OutputFunction | Flow, name: _Namer) -> dict[str, Any]:
+    if isinstance(out, Flow):  # a subflow: its whole definition, nested
+        return {"subflow": _flow_payload(out, name)}
     if isinstance(out, Prompt):
         return {"prompt": out.text}
     if isinstance(out, LLM):
