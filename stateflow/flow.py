@@ -31,6 +31,7 @@ from stateflow.conditions import Condition, Judge
 from stateflow.context import Context
 from stateflow.errors import ConditionError, FlowDefinitionError, StateDefinitionError, StateFlowError
 from stateflow.outputs import LLM, OUTPUT_TYPES, OutputFunction, Prompt
+from stateflow.parallel import Parallel
 
 __all__ = ["ANY", "Flow", "FlowWarning", "State", "Transition"]
 
@@ -75,7 +76,7 @@ class State:
                 str(name), [f"state name {name!r} must match {_NAME.pattern} (letters, digits, _ and -)"]
             )
         for out in outputs:
-            if not isinstance(out, (*OUTPUT_TYPES, Flow)):
+            if not isinstance(out, (*OUTPUT_TYPES, Parallel, Flow)):
                 raise StateDefinitionError(
                     name,
                     [
