@@ -30,7 +30,7 @@ from typing import Any
 
 from stateflow.errors import ConfigError, StateFlowError
 
-__all__ = ["MCPConnection", "MCPServerError", "MCPToolError", "MCPTools"]
+__all__ = ["MCPConnection", "MCPServerError", "MCPSessions", "MCPToolError", "MCPTools"]
 
 
 class MCPServerError(StateFlowError):
@@ -290,3 +290,39 @@ class _pairs:
 
     async def __aexit__(self, *exc: Any) -> Any:
         return await self.inner.__aexit__(*exc)
+
+
+class MCPSessions:
+    """The MCP connections of one run: opened while the run builds its agents (one per
+    :class:`MCPTools` object, shared by every ``LLM`` that lists it), closed when it ends."""
+
+    def __init__(self) -> None:
+        self._open: dict[int, MCPConnection] = {}
+
+    def expand(self, tools: Sequence[Any]) -> list[Any]:
+        """``tools`` with every :class:`MCPTools` replaced by its server's tools.
+
+        Raises:
+            MCPServerError: a server did not start (connections opened so far are closed).
+        """
+        out: list[Any] = []
+        for t in tools:
+            if not isinstance(t, MCPTools):
+                out.append(t)
+                continue
+            conn = self._open.get(id(t))
+            if conn is None:
+                try:
+                    conn = t.connect()
+                except BaseException:
+                    self.close()
+                    raise
+                self._open[id(t)] = conn
+            out.extend(conn.tools)
+        return out
+
+    def close(self) -> None:
+        """Close every connection (stopping the servers this run started)."""
+        for conn in self._open.values():
+            conn.close()
+        self._open.clear()

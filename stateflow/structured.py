@@ -31,14 +31,27 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from stateflow.conditions import Condition
 from stateflow.context import Context
+from stateflow.errors import StructuredOutputError
+from stateflow.messages import Usage
 
-__all__ = ["SchemaStyle", "parse_reply", "parsed", "reask_text", "response_format", "validation_summary"]
+__all__ = [
+    "Attempt",
+    "SchemaStyle",
+    "StructuredReply",
+    "ask_structured",
+    "parse_reply",
+    "parsed",
+    "reask_text",
+    "response_format",
+    "validation_summary",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -106,3 +119,56 @@ def parsed(model: type[M], test: Callable[[M], bool] | None = None, name: str | 
 
     label = name or (f"parsed {model.__name__}" if test is None else f"{model.__name__}: {test.__name__}")
     return Condition(holds, label)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One reply to a structured request: its text, usage and validation error (if any)."""
+
+    text: str
+    usage: Usage
+    error: str | None
+
+
+@dataclass(frozen=True)
+class StructuredReply:
+    """The outcome of :func:`ask_structured`: the object, and every attempt (the last one valid)."""
+
+    obj: BaseModel
+    attempts: tuple[Attempt, ...]
+
+
+def ask_structured(
+    model: type[BaseModel],
+    first: tuple[str, Usage],
+    messages: list[dict[str, Any]],
+    call: Callable[[list[dict[str, Any]]], tuple[str, Usage]],
+    *,
+    state: str,
+) -> StructuredReply:
+    """Validate ``first`` (a reply to ``messages``); if it is not a valid ``model``, re-ask once
+    through ``call`` with the reply and the validation error appended.
+
+    Raises:
+        StructuredOutputError: the second reply does not validate either.
+    """
+    attempts: list[Attempt] = []
+    text, usage = first
+    for turn in range(2):
+        try:
+            obj = parse_reply(model, text)
+        except ValidationError as err:
+            error = validation_summary(err)
+            attempts.append(Attempt(text, usage, error))
+            if turn == 1:
+                raise StructuredOutputError(state, model.__name__, [a.error or "" for a in attempts], text) from err
+            again = [
+                *messages,
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": reask_text(model, error)},
+            ]
+            text, usage = call(again)
+            continue
+        attempts.append(Attempt(text, usage, None))
+        return StructuredReply(obj, tuple(attempts))
+    raise AssertionError("unreachable")
