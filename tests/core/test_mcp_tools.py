@@ -16,10 +16,10 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed (scripts/setup.sh installs it)")
 
-from stateflow import LLM, Flow, Kind, ModelProfile, Prompt, State, Transition, run  # noqa: E402
-from stateflow.fingerprint import flow_fingerprint  # noqa: E402
-from stateflow.mcp_tools import MCPServerError, MCPTools  # noqa: E402
-from stateflow.testing.fake_openai import FakeOpenAIServer  # noqa: E402
+from stateflow import LLM, Flow, Kind, ModelProfile, Prompt, State, Transition, run
+from stateflow.fingerprint import flow_fingerprint
+from stateflow.mcp_tools import MCPServerError, MCPTools
+from stateflow.testing.fake_openai import FakeOpenAIServer
 
 SERVER = '''
 import os, sys, time

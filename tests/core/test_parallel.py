@@ -25,8 +25,8 @@ from stateflow import (
     run,
 )
 from stateflow.backends.scripted import ScriptedLLM
-from stateflow.profiles import ModelAssignment
 from stateflow.fingerprint import flow_fingerprint
+from stateflow.profiles import ModelAssignment
 from stateflow.testing.fake_openai import FakeOpenAIServer
 from tests.core.helpers import scripted
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from stateflow.sf_agent import SFAgentView
 
 from stateflow import (
     ANY,
@@ -23,7 +24,6 @@ from stateflow import (
 from stateflow.backends.scripted import ScriptedLLM
 from stateflow.fingerprint import flow_fingerprint
 from stateflow.graph import to_dot, to_mermaid
-from stateflow.sf_agent import SFAgentView
 from stateflow.subflow import expand_subflows
 from tests.core.helpers import scripted
 
@@ -92,7 +92,7 @@ def test_parent_any_rules_do_not_fire_inside_a_subflow_and_inner_any_rules_stay_
     assert r.path == ["Plan", "Work", "Work.Draft", "Work.Done", "Stopped"]
     flat = expand_subflows(outer)
     assert [str(t) for t in flat.rules_from("Work.Draft")] == ["Work.Draft -> Work.Done [always]"]
-    assert [str(t) for t in flat.rules_from("Plan")][0].startswith("Plan|Work.Done -> Stopped")
+    assert next(str(t) for t in flat.rules_from("Plan")).startswith("Plan|Work.Done -> Stopped")
 
 
 def test_nested_subflows_expand_to_three_part_names():
