@@ -31,6 +31,7 @@ from stateflow.errors import CheckpointError, ConfigError
 from stateflow.fingerprint import flow_fingerprint
 from stateflow.flow import Flow
 from stateflow.outputs import LLM, Human
+from stateflow.parallel import Parallel
 from stateflow.profiles import ModelAssignment, ModelProfile
 from stateflow.run_state import RunState
 from stateflow.subflow import expand_subflows
@@ -76,6 +77,11 @@ def _backends(
         for out in st.outputs:
             if isinstance(out, LLM):
                 assignment.profile_for(st.name, out.profile)
+    for st in flow.states.values():  # a parallel's LLM branches, likewise before any call
+        for out in st.outputs:
+            for branch in out.branches if isinstance(out, Parallel) else ():
+                if isinstance(branch, LLM):
+                    assignment.profile_for(st.name, branch.profile)
     for judge in flow.judges():
         assignment.profile_for(flow.initial, judge.profile)
     quiet_custom_client_notice()

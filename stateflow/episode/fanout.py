@@ -20,6 +20,7 @@ from stateflow.outputs import ToolResult
 from stateflow.parallel import Parallel, run_branches
 from stateflow.parallel_runner import EpisodeBranches
 from stateflow.trace import RunResult
+from stateflow.views import ASSISTANT
 
 if TYPE_CHECKING:
     from stateflow.episode.loop import Episode
@@ -35,7 +36,7 @@ def branch_runner(ep: Episode) -> EpisodeBranches:
 
     def system_message(state: str) -> str:
         st = ep.flow.states[state]
-        shared = ep.view.llm_agent_name(st) == "assistant"
+        shared = ep.view.llm_agent_name(st) == ASSISTANT
         return ep.view.system_message(ep.flow, None if shared else st)
 
     def nested_run(flow: Flow, task: str, vars: dict[str, Any]) -> RunResult:

@@ -161,3 +161,18 @@ def test_parallel_is_checked_when_defined_and_enters_the_fingerprint():
     same = flow_fingerprint(_one_state(Parallel(_sleeper("a"), _sleeper("b"), merge=_joined)))
     other = flow_fingerprint(_one_state(Parallel(_sleeper("a"), _sleeper("b"), merge=other_merge)))
     assert one == same != other
+
+
+def test_an_unknown_profile_of_a_branch_fails_before_any_call():
+    from stateflow import ConfigError
+
+    called: list[str] = []
+
+    def tool(ctx):
+        called.append("tool")
+        return "x"
+
+    par = Parallel(LLM(profile="nope"), Tool(tool, "t"), merge=_joined)
+    with pytest.raises(ConfigError, match="unknown profile 'nope'"):
+        run(_one_state(par), "T", models=scripted(), telemetry=False)
+    assert called == []
