@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 from stateflow.sf_agent import SFAgentView
 
@@ -137,6 +140,10 @@ def test_mermaid_draws_a_subgraph_and_dot_a_cluster():
     dot = to_dot(outer)
     assert 'subgraph "cluster_Work" {' in dot
     assert '"Work.Check" -> "Work.Ok" [label="1. tool.done == True"];' in dot
+    if shutil.which("dot") is not None:  # Graphviz parses the nested clusters
+        proc = subprocess.run(["dot", "-Tsvg"], input=dot, text=True, capture_output=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.count('class="cluster"') == 1
 
 
 def test_the_fingerprint_holds_the_subflow_and_changes_with_it():
