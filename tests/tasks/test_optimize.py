@@ -252,3 +252,18 @@ def test_killed_optimize_resumes_without_rerunning_a_finished_evaluation(golds, 
     summary = json.loads((out / "optimize.json").read_text())
     assert summary["heldout"]["n"] == 2 and (out / "front.png").stat().st_size > 0
     assert "| yes |" in (out / "front.md").read_text()
+
+
+def test_command_refuses_a_bad_space_in_one_message_before_anything_is_written(tmp_path):
+    space = tmp_path / "bad.toml"
+    space.write_text(
+        'name = "bad"\ndataset = "demo"\ntasks = "0:4"\nlevers = ["shema"]\nprofiles = ["local-small", "nosuch"]\n'
+        'states = ["Solv"]\n[budget]\nlimit = 100\n'
+    )
+    out = tmp_path / "opt"
+    done = subprocess.run(_cli("optimize", str(space), "--out", str(out)), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and not out.exists()
+    error = done.stderr.strip()
+    assert error.startswith(f"error: {space}: ") and error.count("\n") == 0  # one line, naming the file
+    for part in ("unknown lever 'shema'", "unknown profile 'nosuch'", "unknown state 'Solv'"):
+        assert part in error
