@@ -69,8 +69,6 @@ def main() -> None:
         kept = {v.key for v in next_rung(standings, eta=args.eta, alpha=args.alpha) if v.kept}
         print(f"rung of {n:3d} tasks: {len(alive):2d} candidates -> {len(kept)}")
         alive = [c for c in alive if c in kept]
-        if len(alive) == 1:
-            break
     exhaustive = sum(episode_cost(r, "model_seconds") for c in cands for t, r in cands[c].items() if t in common)
     best = max(cands, key=lambda c: sum(cands[c][t].success for t in common))
     print(

@@ -55,6 +55,13 @@ def front_table(summary: OptimizeSummary) -> str:
         f"Spent {summary.spent:.0f} {unit} of a budget of {summary.budget:g}; evaluating every candidate on the "
         f"whole pool would cost about {summary.exhaustive:.0f} {unit} (ratio {summary.ratio:.2f}).",
     ]
+    if summary.rewrite is not None:
+        w = summary.rewrite
+        verdict = "adopted as the pick" if w.adopted else "not adopted (it did not solve more)"
+        lines.append(
+            f"Rewritten {w.state} instruction (sha256 {w.sha256[:12]}): won {w.won}, lost {w.lost} against the "
+            f"pick on its tasks (exact McNemar p = {w.p_value:.3g}); {verdict}."
+        )
     if summary.heldout is not None:
         h = summary.heldout
         lines.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["CandidateResult", "OptimizeSummary", "RungLog"]
+__all__ = ["CandidateResult", "OptimizeSummary", "RewriteResult", "RungLog"]
 
 
 @dataclass
@@ -39,13 +39,33 @@ class RungLog:
 
 
 @dataclass
+class RewriteResult:
+    """The pick's state rewritten from its failures, run on the pick's tasks.
+
+    Attributes:
+        key: the rewritten candidate's key; state, sha256, text: what was rewritten into what.
+        won, lost: tasks only the rewritten flow solved, and only the pick; p_value: exact McNemar.
+        adopted: it solved more than the pick, so it became the pick (and went to held-out).
+    """
+
+    key: str
+    state: str
+    sha256: str
+    text: str
+    won: int
+    lost: int
+    p_value: float
+    adopted: bool
+
+
+@dataclass
 class OptimizeSummary:
     """What a search found and spent (``OUT/optimize.json``).
 
     Attributes:
         spent: budget spent by the search, in ``unit``; exhaustive: what running every candidate
             on the whole pool would cost at each one's measured cost per episode.
-        stop: ``complete``, ``one left``, ``budget`` or ``interrupted``.
+        stop: ``complete``, ``budget`` or ``interrupted``.
         pick: the chosen candidate's key; heldout: its held-out result (``None``: not run).
     """
 
@@ -63,6 +83,7 @@ class OptimizeSummary:
     heldout: CandidateResult | None = None
     skipped_sets: int = 0
     duplicates: int = 0
+    rewrite: RewriteResult | None = None
 
     @property
     def ratio(self) -> float:

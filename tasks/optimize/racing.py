@@ -11,9 +11,10 @@ coin would give. A rung makes two cuts:
    (:func:`~stateflow.tasks.kit.stats.holm`), so the chance of dropping any candidate that is
    in truth as good stays below ``alpha``.
 2. **Halving.** Of the rest, the ``ceil(n / eta)`` that solved most (cheaper first on ties) go
-   on, and so does every candidate on the rung's Pareto front of success against cost: a
-   cheaper candidate that is not significantly worse is exactly what a user of the front wants
-   measured on more tasks, even when it is not among the best.
+   on, and so does every candidate on the rung's Pareto front of success against cost that
+   solved at least one task: a cheaper candidate that racing did not drop is exactly what a
+   user of the front wants measured on more tasks, even when it is not among the best (one
+   that solved nothing is cheap only because it does nothing).
 
 Racing alone rarely drops anything on few tasks (six discordant tasks all one way are needed at
 5 %), which is why halving does the bulk of the pruning; racing makes sure a clearly dominated
@@ -113,7 +114,8 @@ def next_rung(standings: Sequence[Standing], *, eta: int, alpha: float) -> list[
     quota = max(1, math.ceil(len(standings) / eta))
     ranked = sorted(alive, key=lambda s: (-s.solved, s.cost))
     top = {s.key for s in ranked[:quota]}
-    front = pareto_keys(alive)
+    # solving nothing cheaply is no trade-off worth measuring further: the front keeps only solvers
+    front = pareto_keys([s for s in alive if s.solved > 0])
     out = []
     for s in standings:
         if s.key in dropped:

@@ -29,14 +29,17 @@ from pathlib import Path
 
 from rich.console import Console
 from stateflow.envs.base import Environment
+from stateflow.tasks.agents.methods import resolve_method
+from stateflow.tasks.harness.archive import RecordArchive
 from stateflow.tasks.harness.runner import RunSpec, evaluate, open_env, select_tasks
 from stateflow.tasks.kit.benchmark import Benchmark
 from stateflow.tasks.kit.episode_record import EpisodeRecord
 from stateflow.tasks.kit.samples import SAMPLE_NAMES, sample_of
-from stateflow.tasks.kit.stats import wilson_interval
+from stateflow.tasks.kit.stats import mcnemar_exact_p, wilson_interval
 from stateflow.tasks.optimize.front import mark_front
-from stateflow.tasks.optimize.outcome import CandidateResult, OptimizeSummary, RungLog
+from stateflow.tasks.optimize.outcome import CandidateResult, OptimizeSummary, RewriteResult, RungLog
 from stateflow.tasks.optimize.racing import Standing, next_rung
+from stateflow.tasks.optimize.rewrite import has_prompt, load_or_rewrite, with_rewritten
 from stateflow.tasks.optimize.space import Candidate, SearchPlan, SearchSpace, SpaceError
 
 from stateflow import ModelAssignment
@@ -113,9 +116,9 @@ def _pool(run: OptimizeRun) -> list[int]:
     return indices
 
 
-def _spec(run: OptimizeRun, c: Candidate, tasks: str, out: Path) -> RunSpec:
+def _spec(run: OptimizeRun, c: Candidate, tasks: str, out: Path, benchmark: Benchmark | None = None) -> RunSpec:
     return RunSpec(
-        benchmark=run.benchmark,
+        benchmark=benchmark or run.benchmark,
         methods=(c.method,),
         models=c.assignment(run.models),
         models_label=c.models_label,
@@ -238,13 +241,20 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
                 results[v.key].dropped = f"rung {r} ({n} tasks): {v.reason}"
         rungs.append(log)
         kept = {v.key for v in verdicts if v.kept}
+        # one survivor still runs the whole pool: it is the pick, and its dev number and the
+        # rewrite's paired comparison need every task, not the few of an early rung
         survivors = [c for c in survivors if c.key in kept]
-        if len(survivors) == 1 and n < len(pool):
-            stop = "one left"
-            break
     measured = [x for rs in records.values() for x in rs]
     mean = sum(episode_cost(x, unit) for x in measured) / len(measured) if measured else 0.0
     exhaustive = sum((res.cost if res.n else mean) * len(pool) for res in results.values())
+    candidates = {c.key: c for c in run.plan.candidates}
+    benchmarks = dict.fromkeys(candidates, run.benchmark)
+    pick = _pick(list(results.values()))
+    rewrite = None
+    if pick is not None and space.rewrite is not None and stop == "complete":
+        rewrite, stop = _rewrite_step(run, candidates[pick.key], records, results, candidates, benchmarks, console)
+        if rewrite is not None and rewrite.adopted:
+            pick = results[rewrite.key]
     summary = OptimizeSummary(
         space=space.name,
         benchmark=run.benchmark.name,
@@ -258,14 +268,14 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
         stop=stop,
         skipped_sets=run.plan.skipped_sets,
         duplicates=run.plan.duplicates,
+        rewrite=rewrite,
     )
     mark_front(summary.candidates)
-    pick = _pick(summary.candidates)
     summary.pick = pick.key if pick else None
-    if pick is not None and run.heldout and space.heldout and stop != "interrupted":
-        chosen = next(c for c in run.plan.candidates if c.key == pick.key)
+    if pick is not None and run.heldout and space.heldout and summary.stop != "interrupted":
+        chosen = candidates[pick.key]
         held = evaluate(
-            _spec(run, chosen, space.heldout, run.out / "heldout" / chosen.key),
+            _spec(run, chosen, space.heldout, run.out / "heldout" / chosen.key, benchmarks[chosen.key]),
             console=console,
             env_factory=run.env_factory,
             progress=progress,
@@ -275,8 +285,6 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
         if held.interrupted:
             summary.stop = "interrupted"
     if run.archive is not None:
-        from stateflow.tasks.harness.archive import RecordArchive
-
         RecordArchive(run.archive).merge(x for rs in records.values() for x in rs)
     (run.out / SUMMARY_NAME).write_text(summary.to_json())
     return summary
@@ -289,3 +297,61 @@ def _pick(results: Sequence[CandidateResult]) -> CandidateResult | None:
         return None
     deepest = max(r.n for r in ran)
     return min((r for r in ran if r.n == deepest), key=lambda r: (-r.solved, r.cost, r.key))
+
+
+def _rewrite_step(
+    run: OptimizeRun,
+    pick: Candidate,
+    records: dict[str, list[EpisodeRecord]],
+    results: dict[str, CandidateResult],
+    candidates: dict[str, Candidate],
+    benchmarks: dict[str, Benchmark],
+    console: Console,
+) -> tuple[RewriteResult | None, str]:
+    """Rewrite the pick's state from its failures and run the rewritten flow on the pick's tasks.
+
+    Updates ``records``, ``results``, ``candidates`` and ``benchmarks`` with the rewritten
+    candidate; returns its comparison with the pick (``None``: not rewritten) and the stop reason.
+    """
+    settings, unit = run.space.rewrite, run.space.budget.unit
+    assert settings is not None
+    flow = resolve_method(run.benchmark, pick.method).build(False)
+    if not has_prompt(flow, settings.state):
+        console.print(f"rewrite: {pick.method} has no instruction in {settings.state}; nothing rewritten")
+        return None, "complete"
+    rewritten = load_or_rewrite(run.out, run.benchmark, pick.method, records[pick.key], settings, run.models)
+    if rewritten is None:
+        console.print(f"rewrite: {pick.label} failed no task; nothing to rewrite from")
+        return None, "complete"
+    c = Candidate(rewritten.name, pick.models)
+    tasks = sorted(x.task for x in records[pick.key])
+    measured = [x for rs in records.values() for x in rs]
+    per_episode = sum(episode_cost(x, unit) for x in measured) / len(measured)
+    spent = sum(res.spent for res in results.values())
+    if spent + len(tasks) * per_episode > run.space.budget.limit:
+        console.print(f"budget: the rewritten {settings.state} of {pick.method} on {len(tasks)} tasks does not fit")
+        return None, "budget"
+    bench = with_rewritten(run.benchmark, rewritten)
+    done = evaluate(
+        _spec(run, c, ",".join(map(str, tasks)), run.out / "candidates" / c.key, bench),
+        console=console,
+        env_factory=run.env_factory,
+    )
+    candidates[c.key], benchmarks[c.key], records[c.key] = c, bench, done.records
+    results[c.key] = replace(_result(c, done.records, unit), rung=results[pick.key].rung)
+    mine, theirs = {x.task: x.success for x in done.records}, {x.task: x.success for x in records[pick.key]}
+    common = mine.keys() & theirs.keys()
+    won = sum(mine[t] and not theirs[t] for t in common)
+    lost = sum(theirs[t] and not mine[t] for t in common)
+    adopted = results[c.key].solved > results[pick.key].solved and not done.interrupted
+    result = RewriteResult(
+        key=c.key,
+        state=settings.state,
+        sha256=rewritten.sha256,
+        text=rewritten.text,
+        won=won,
+        lost=lost,
+        p_value=mcnemar_exact_p(won, lost),
+        adopted=adopted,
+    )
+    return result, "interrupted" if done.interrupted else "complete"

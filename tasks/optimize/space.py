@@ -47,6 +47,7 @@ from stateflow.tasks.agents.methods import resolve_method
 from stateflow.tasks.harness.identity import flow_fingerprint
 from stateflow.tasks.kit.benchmark import Benchmark
 from stateflow.tasks.kit.levers import RECIPE_SEPARATOR
+from stateflow.tasks.optimize.rewrite import RewriteSettings, has_prompt
 
 from stateflow import ModelAssignment
 from stateflow.errors import ConfigError
@@ -138,6 +139,7 @@ class SearchSpace(BaseModel):
     max_turns: int = Field(10, ge=1)
     search: SearchSettings = Field(default_factory=SearchSettings)
     budget: BudgetSettings
+    rewrite: RewriteSettings | None = None
 
 
 def load_space(path: Path) -> SearchSpace:
@@ -234,7 +236,7 @@ def expand(space: SearchSpace, benchmark: Benchmark, models: ModelAssignment, wh
                 f"unknown lever {lever!r} ("
                 + (f"levers of {benchmark.name}: {', '.join(known)})" if known else f"{benchmark.name} has no levers)")
             )
-    for name in space.profiles:
+    for name in [*space.profiles, *([space.rewrite.profile] if space.rewrite else [])]:
         try:
             ModelAssignment.of(name, profiles=models.profiles.values())
         except ConfigError as err:
@@ -260,6 +262,7 @@ def expand(space: SearchSpace, benchmark: Benchmark, models: ModelAssignment, wh
                 methods.append(RECIPE_SEPARATOR.join([base, *combo]))
     methods += space.recipes
     flows: dict[str, list[str]] = {}
+    prompted: set[str] = set()  # states with a Prompt in some candidate flow
     seen: dict[tuple[str, str], str] = {}
     duplicates = 0
     for method in dict.fromkeys(methods):
@@ -275,10 +278,16 @@ def expand(space: SearchSpace, benchmark: Benchmark, models: ModelAssignment, wh
             continue
         seen[identity] = method
         flows[method] = list(flow.states)
+        prompted |= {s for s in flow.states if has_prompt(flow, s)}
     every_state = sorted({s for states in flows.values() for s in states})
     for state in space.states:
         if flows and state not in every_state:
             problems.append(f"unknown state {state!r} (states of the candidate flows: {', '.join(every_state)})")
+    if space.rewrite is not None and flows and space.rewrite.state not in prompted:
+        problems.append(
+            f"rewrite.state {space.rewrite.state!r} is no state with an instruction in the candidate flows "
+            f"({', '.join(sorted(prompted))})"
+        )
     if not problems and not flows:
         problems.append("the space has no candidate (give bases, levers or recipes)")
     if problems:

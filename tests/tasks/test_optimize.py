@@ -57,6 +57,12 @@ def test_halving_keeps_the_best_share_and_every_front_candidate():
     assert pareto_keys(s) == {"a", "d"}
 
 
+def test_a_cheap_candidate_that_solved_nothing_is_not_kept_for_the_front():
+    s = [_standing("a", [0, 1], 4, cost=5.0), _standing("b", [0], 4, cost=6.0), _standing("idle", [], 4, cost=0.1)]
+    verdicts = {v.key: v for v in next_rung(s, eta=3, alpha=0.05)}
+    assert verdicts["a"].kept and not verdicts["idle"].kept and "halved out: 0 solved" in verdicts["idle"].reason
+
+
 def test_rung_sizes_grow_by_eta_up_to_the_pool():
     assert rung_sizes(10, 2, 100) == [10, 20, 40, 80, 100]
     assert rung_sizes(5, 3, 5) == [5]
@@ -134,13 +140,20 @@ def golds() -> dict[str, str]:
         env.close()
 
 
+_HELPS = "Check every column against the schema before you answer."
+
+
 def _responder(golds: dict[str, str]):
     def reply(model: str, messages: list[dict], body: dict) -> str:
         text = "\n".join(str(m.get("content") or "") for m in messages)
-        said = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "assistant")
+        if "You improve the instruction" in text:  # the rewrite request: an instruction that helps, fenced
+            return f"```\n{_HELPS}\nReply as Thought: ... then Action: execute[...] or Action: submit.\n```"
         question = next((q for q in golds if q in text), None)
-        statement = golds[question] if model == "good" and question else "SELECT 12345"
-        return "Thought: done\nAction: submit" if statement in said else f"Thought: t\nAction: execute[{statement}]"
+        solves = model == "good" or _HELPS in text  # the bad model follows a rewritten instruction
+        statement = golds[question] if solves and question else "SELECT 12345"
+        # each statement runs once (in SF_Agent other states' replies come as user messages), then submit
+        ran = f"execute[{statement}]" in text
+        return "Thought: done\nAction: submit" if ran else f"Thought: t\nAction: execute[{statement}]"
 
     return reply
 
@@ -181,6 +194,32 @@ def test_search_finds_the_good_solver_resumes_for_free_and_archives(server, tmp_
     again = optimize(run)
     assert len(server.requests) == calls  # everything recorded: not one model call
     assert again.pick == summary.pick and again.spent == summary.spent
+
+
+def test_rewritten_instruction_is_saved_run_on_the_picks_tasks_and_adopted_when_it_solves_more(server, tmp_path):
+    space = _space(levers=[], profiles=["bad"], states=[], rewrite={"state": "Solve", "profile": "good", "failures": 2})
+    summary = optimize(_run(server, tmp_path / "opt", space))
+    w = summary.rewrite
+    assert w is not None and w.adopted and w.text.startswith(_HELPS) and "```" not in w.text
+    assert (w.won, w.lost) == (8, 0) and summary.pick == w.key
+    rewritten = next(r for r in summary.candidates if r.key == w.key)
+    assert rewritten.method == f"sf_agent@Solve-{w.sha256[:12]}" and rewritten.n == 8 and rewritten.success == 100.0
+    assert summary.heldout is not None and summary.heldout.method == rewritten.method
+    ledger = json.loads((tmp_path / "opt" / "rewrite.json").read_text())
+    assert (tmp_path / "opt" / ledger["file"]).read_text() == w.text and len(ledger["failures"]) == 2
+    assert "Submitted: SELECT 12345" in ledger["failures"][0] and "Expected (gold): " in ledger["failures"][0]
+    # the rewrite request saw the current instruction and the failures
+    request = next(r for r in server.requests if "You improve the instruction" in json.dumps(r))
+    assert "SELECT 12345" in json.dumps(request)
+    calls = len(server.requests)
+    again = optimize(_run(server, tmp_path / "opt", space))
+    assert len(server.requests) == calls and again.rewrite.sha256 == w.sha256  # read back, never asked again
+
+
+def test_rewrite_of_an_unknown_state_is_refused_with_the_space():
+    models = ModelAssignment.of("good", profiles=_profiles("http://127.0.0.1:9/v1"))
+    with pytest.raises(SpaceError, match=r"rewrite.state 'End' is no state with an instruction"):
+        expand(_space(rewrite={"state": "End", "profile": "good"}), INTERCODE_SQL, models)
 
 
 def test_budget_too_small_for_one_candidate_is_refused_before_any_model_call(server, tmp_path):
