@@ -1,9 +1,9 @@
 """The Pareto front of a search: success (with its Wilson interval) against prompt tokens and
 seconds per task, as a Markdown table and a PNG.
 
-A candidate is on the front when no other candidate solves at least as large a share of its
-tasks with no more prompt tokens and no more seconds per task, and is strictly better on one of
-the three. Candidates stopped at different rungs ran different numbers of tasks; the table
+A candidate is on the front when it solved at least one task and no other candidate solves at
+least as large a share of its tasks with no more prompt tokens and no more seconds per task, and
+is strictly better on one of the three. Candidates stopped at different rungs ran different numbers of tasks; the table
 prints ``n`` and the interval beside every rate, so a 3/5 from the first rung is not read like
 a 60/100 from the last.
 """
@@ -25,10 +25,11 @@ def _beats(o: CandidateResult, c: CandidateResult) -> bool:
 
 
 def mark_front(results: Sequence[CandidateResult]) -> None:
-    """Set :attr:`CandidateResult.on_front` on every evaluated result (in place)."""
-    ran = [r for r in results if r.n]
+    """Set :attr:`CandidateResult.on_front` on every result (in place): evaluated, solved at least
+    one task (doing nothing is cheap but no trade-off), and beaten by no other such result."""
+    ran = [r for r in results if r.solved]
     for r in results:
-        r.on_front = bool(r.n) and not any(_beats(o, r) for o in ran if o is not r)
+        r.on_front = bool(r.solved) and not any(_beats(o, r) for o in ran if o is not r)
 
 
 def front_table(summary: OptimizeSummary) -> str:
@@ -44,7 +45,7 @@ def front_table(summary: OptimizeSummary) -> str:
         lines.append(
             f"| {i} | {'yes' if r.on_front else ''} | `{r.method}` | {r.models} | {r.n} | {r.success:.1f} "
             f"| {r.ci_low:.1f}-{r.ci_high:.1f} | {r.prompt_tokens:.0f} | {r.seconds:.1f} | {r.model_seconds:.1f} "
-            f"| {r.dropped or ('pick' if r.key == summary.pick else 'last rung')} |"
+            f"| {r.dropped or ('pick' if r.key == summary.pick else 'ran to the end')} |"
         )
     never = sum(1 for r in summary.candidates if not r.n)
     lines += [

@@ -230,6 +230,9 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
                 break
         if stop != "complete":
             break
+        if n == len(pool):  # the whole pool is run: nothing further to cut for
+            rungs.append(RungLog(n, {c.key: "ran the whole pool" for c in survivors}))
+            break
         log = RungLog(n)
         standings = [
             Standing(c.key, {x.task: x.success for x in records[c.key]}, results[c.key].cost) for c in survivors
@@ -241,7 +244,7 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
                 results[v.key].dropped = f"rung {r} ({n} tasks): {v.reason}"
         rungs.append(log)
         kept = {v.key for v in verdicts if v.kept}
-        # one survivor still runs the whole pool: it is the pick, and its dev number and the
+        # a last survivor still runs the whole pool: it is the pick, and its dev number and the
         # rewrite's paired comparison need every task, not the few of an early rung
         survivors = [c for c in survivors if c.key in kept]
     measured = [x for rs in records.values() for x in rs]
