@@ -58,6 +58,9 @@ def main() -> None:
                 if t not in done[c]:
                     done[c].add(t)
                     spent += episode_cost(cands[c][t], "model_seconds")
+        if n == len(pool):  # as the search: the whole pool run, nothing left to cut for
+            print(f"rung of {n:3d} tasks: {len(alive):2d} candidates ran the whole pool")
+            break
         standings = [
             Standing(
                 c,
