@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from stateflow.tasks.cli.stopping import stop_on_signals
 
+from stateflow import ModelAssignment
 from stateflow.errors import ConfigError
 
 __all__ = ["register"]
@@ -70,6 +71,8 @@ def register(app: typer.Typer) -> None:
         plan = expand(chosen, bench, models, where=str(space))
         for c in plan.candidates:
             c.assignment(models).refuse_test_doubles()
+        if chosen.rewrite is not None:
+            ModelAssignment.of(chosen.rewrite.profile, profiles=models.profiles.values()).refuse_test_doubles()
         use_grammar = (
             grammar if grammar is not None else all(_auto_grammar(c.assignment(models)) for c in plan.candidates)
         )
