@@ -306,3 +306,28 @@ def test_command_refuses_a_bad_space_in_one_message_before_anything_is_written(t
     assert error.startswith(f"error: {space}: ") and error.count("\n") == 0  # one line, naming the file
     for part in ("unknown lever 'shema'", "unknown profile 'nosuch'", "unknown state 'Solv'"):
         assert part in error
+
+
+def test_dev_search_on_spider_and_its_heldout_run_counted_by_the_heldout_ledger(server, shared_data, tmp_path):
+    """The real pools: Spider's dev sample searched, the pick run on the held-out sample, and that run
+    found by the held-out discipline (stateflow bench heldout) as one evaluation of its recipe."""
+    from stateflow.tasks.reports.heldout import heldout_evaluations, heldout_tasks, load_unarchived
+    from stateflow.tasks.reports.metrics import load_results
+
+    space = SearchSpace.model_validate(
+        {
+            "name": "spider",
+            "bases": [],
+            "recipes": ["oneshot", "sf_agent_hint"],
+            "profiles": ["bad"],
+            "search": {"first_rung": 5},
+            "budget": {"unit": "tokens", "limit": 1e8},
+        }
+    )
+    archive = tmp_path / "archive.jsonl"
+    summary = optimize(_run(server, tmp_path / "opt", space, archive))
+    assert summary.pool == 100 and summary.heldout is not None and summary.heldout.n == 100
+    assert sorted(r.n for r in summary.candidates) == [5, 100]  # one cut at the first rung, the other ran all
+    records = load_results([str(archive)])
+    (evaluation,) = heldout_evaluations(records, heldout_tasks(records, None), load_unarchived(tmp_path / "none.json"))
+    assert (evaluation.method, evaluation.n, evaluation.before) == (summary.heldout.method, 100, 0)
