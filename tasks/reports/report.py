@@ -89,7 +89,8 @@ def plot_success(
     ylim: tuple[float, float] | None = None,
     styles: Sequence[PointStyle] | None = None,
 ) -> None:
-    """Draw one point per row on ``ax``: success rate against its cost or prompt tokens.
+    """Draw one point per row on ``ax``: success rate (with its 95 % Wilson interval as a whisker)
+    against its cost or prompt tokens.
 
     Args:
         ax: a matplotlib ``Axes``.
@@ -113,8 +114,20 @@ def plot_success(
         ax.scatter([value], [sr], s=_MARKER_AREA, color=st.color, marker=st.marker)
         for (value, sr), st in zip(points, styles, strict=True)
     ]
+    for (value, _), row, marker in zip(points, rows, markers, strict=True):
+        # the 95 % Wilson interval as a whisker in the point's colour, behind it (a line, so the
+        # axes' collections stay one marker per row)
+        ax.plot(
+            [value, value],
+            [row.sr_ci.low, row.sr_ci.high],
+            color=marker.get_facecolor()[0],
+            linewidth=1,
+            alpha=0.6,
+            zorder=marker.get_zorder() - 0.1,
+            solid_capstyle="butt",
+        )
     ax.set_xlabel("total cost ($)" if by_cost else "prompt tokens per task")
-    ax.set_ylabel("success rate (%)")
+    ax.set_ylabel("success rate (%, whiskers: 95 % Wilson interval)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     if ylim is not None:
