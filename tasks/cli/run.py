@@ -100,7 +100,7 @@ def _executor(kind: Executor, address: str | None, models: ModelAssignment | Non
 
 
 def _table_console() -> Console:
-    # Tables have 14 columns (the success rate's interval among them): give them room when the
+    # Tables have 15 columns (the success rate's interval and eval/sent among them): give them room when the
     # output is not a terminal (CI logs, pipes).
     console = Console()
     return console if console.is_terminal else Console(width=200)
