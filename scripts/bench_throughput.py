@@ -4,8 +4,8 @@ against today's layout in index order, interleaved in one run (issue 49).
 
 Usage (wrap it in the shared model lock; pieces can run one after another into one --out)::
 
-    flock /work/model.lock .venv/bin/python scripts/bench_throughput.py --methods oneshot \\
-        --workers 1 [--tasks dev|N] [--chunks 4] [--model local] [--out DIR] [--order-arm]
+    flock /work/model.lock .venv/bin/python scripts/bench_throughput.py --methods oneshot,vote \\
+        --workers 1,2 [--tasks dev|N] [--chunks 8] [--budget-min 30] [--model local] [--out DIR] [--order-arm oneshot]
     .venv/bin/python scripts/bench_throughput.py --report --out DIR   # the table only, no model
 
 Arms, per method pair (``oneshot``: ``oneshot_direct_question_last`` -> ``oneshot_direct_prefix_first``;
@@ -13,7 +13,7 @@ Arms, per method pair (``oneshot``: ``oneshot_direct_question_last`` -> ``onesho
 
 * ``old``: today's method (the question is the first message) in index order (``--order method``);
 * ``new``: the ``prefix_first`` layout in ``--order context`` (tasks grouped by database);
-* ``new_index`` (``--order-arm``): the new layout in index order, to separate the two parts.
+* ``new_index`` (``--order-arm PAIR``): the new layout in index order, to separate the two parts.
 
 Interleaving: the selected tasks (the ``dev`` sample, or its first N) are cut into ``--chunks``
 chunks of whole databases; for each chunk every arm runs the chunk's tasks, the arms' order
@@ -125,10 +125,14 @@ def run_bench(args: argparse.Namespace) -> None:
     }
     models = ModelAssignment.of(args.model)
     default_pool().server(args.model, n_threads=None).ensure_running()
+    began = time.monotonic()
     for c, chunk in enumerate(chunks):
+        if args.budget_min and time.monotonic() - began > 60 * args.budget_min:
+            print(f"time budget of {args.budget_min} min spent: stopping before chunk {c}", flush=True)
+            break
         for pair in args.methods:
             for workers in args.workers:
-                plan = arms(pair, args.order_arm)
+                plan = arms(pair, pair in args.order_arm)
                 if c % 2:  # ABBA: the arm that ran first runs last in the next chunk
                     plan = plan[::-1]
                 for arm in plan:
@@ -266,7 +270,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=4)
     parser.add_argument("--model", default="local")
     parser.add_argument("--out", type=Path, default=Path("/tmp/bench_throughput"))
-    parser.add_argument("--order-arm", action="store_true", help="also run the new layout in index order")
+    parser.add_argument(
+        "--budget-min",
+        type=float,
+        default=0.0,
+        help="start no new chunk after this many minutes (0: no limit); every cell then has the same chunks",
+    )
+    parser.add_argument(
+        "--order-arm", default="", help="comma list of method pairs that also run the new layout in index order"
+    )
     parser.add_argument("--report", action="store_true", help="print the table of what --out holds and stop")
     args = parser.parse_args(argv)
     args.methods = [m.strip() for m in args.methods.split(",")]
@@ -274,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"--methods: unknown {unknown}; choose from {', '.join(PAIRS)}")
     args.workers = [int(w) for w in args.workers.split(",")]
+    args.order_arm = {m.strip() for m in args.order_arm.split(",") if m.strip()}
     if not args.report:
         run_bench(args)
     print(report(args.out))
