@@ -221,7 +221,8 @@ def report(out: Path) -> str:
         ran = sum(t["ran"] for t in ts)
         wall = sum(t["wall_s"] for t in ts)
         rate[(pair, arm, w)] = ran / wall * 3600 if wall else 0.0
-    for (pair, arm, w), ts in sorted(by.items()):
+    arm_rank = {"old": 0, "new": 1, "new_index": 2}
+    for (pair, arm, w), ts in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][2], arm_rank[kv[0][1]])):
         both = common[(pair, w)]
         ts = [t for t in ts if t["chunk"] in both]
         wanted = {i for t in ts for i in t["task_ids"]}
