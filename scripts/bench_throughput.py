@@ -7,6 +7,7 @@ Usage (wrap it in the shared model lock; pieces can run one after another into o
     flock /work/model.lock .venv/bin/python scripts/bench_throughput.py --methods oneshot,vote \\
         --workers 1,2 [--tasks dev|N] [--chunks 8] [--budget-min 30] [--model local] [--out DIR] [--order-arm oneshot]
     .venv/bin/python scripts/bench_throughput.py --report --out DIR   # the table only, no model
+    .venv/bin/python scripts/bench_throughput.py --simulate --methods oneshot,vote --out DIR  # no model
 
 Arms, per method pair (``oneshot``: ``oneshot_direct_question_last`` -> ``oneshot_direct_prefix_first``;
 ``vote``: ``sf_agent_vote_question_last`` -> ``sf_agent_vote_prefix_first``, the best preset):
@@ -106,9 +107,8 @@ def server_snapshot(model: str) -> dict[str, Any]:
     return stats | {"rss_bytes": rss}
 
 
-def run_bench(args: argparse.Namespace) -> None:
-    from stateflow.backends.local import default_pool
-
+def selected_chunks(args: argparse.Namespace) -> list[list[int]]:
+    """The chunks of whole databases of the selected dev tasks."""
     env = INTERCODE_SQL.open_env(EnvOptions(dataset=DATASET, backend="embedded"))
     try:
         tasks = [env.task(i) for i in range(len(env))]
@@ -116,7 +116,53 @@ def run_bench(args: argparse.Namespace) -> None:
         env.close()
     dev = list(sample_of("dev", DATASET, tasks).indices)
     chosen = dev if args.tasks == "dev" else dev[: int(args.tasks)]
-    chunks = chunks_of_databases([(i, tasks[i].context) for i in chosen], args.chunks)
+    return chunks_of_databases([(i, tasks[i].context) for i in chosen], args.chunks)
+
+
+def simulate_layout(args: argparse.Namespace) -> str:
+    """Evaluated / sent prompt words per arm against a fake server with an unbounded prefix cache.
+
+    No model runs: every reply is one fixed statement, so this only shows what the prompt layout
+    and the order let a prefix cache reuse (in words, not tokens; an unbounded cache, where the
+    real one holds about 1 GiB of states). For the one-shot the prompt does not depend on any
+    reply, so its shares are those the real server would see with a large enough cache; for the
+    vote only each episode's first call is the real prompt. Timings here mean nothing.
+    """
+    from stateflow import ModelProfile
+    from stateflow.testing.fake_openai import FakeOpenAIServer
+
+    chunks = selected_chunks(args)
+    rows = ["| method | arm | order | episodes | eval/sent (words, unbounded cache) |", "|---|---|---|---|---|"]
+    for pair in args.methods:
+        for arm in arms(pair, True):
+            with FakeOpenAIServer(lambda *a: "Action: execute[SELECT 1]", prefix_cache=True) as srv:
+                profile = ModelProfile(name="fake", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
+                for chunk in chunks:  # one server per arm: arms do not share a cache
+                    evaluate(
+                        RunSpec(
+                            INTERCODE_SQL,
+                            (arm.method,),
+                            models=ModelAssignment.of(profile),
+                            models_label="default=fake",
+                            out=args.out / "simulated" / f"{pair}-{arm.name}",
+                            dataset=DATASET,
+                            tasks=",".join(map(str, chunk)),
+                            grammar=True,
+                            order=arm.order,  # type: ignore[arg-type]
+                        ),
+                        progress=False,
+                    )
+            sent = sum(p for p, _ in srv.cached_counts)
+            cached = sum(c for _, c in srv.cached_counts)
+            episodes = sum(map(len, chunks))
+            rows.append(f"| {arm.method} | {arm.name} | {arm.order} | {episodes} | {(sent - cached) / sent:.2f} |")
+    return "\n".join(rows)
+
+
+def run_bench(args: argparse.Namespace) -> None:
+    from stateflow.backends.local import default_pool
+
+    chunks = selected_chunks(args)
     timings = args.out / "timings.jsonl"
     args.out.mkdir(parents=True, exist_ok=True)
     done = {
@@ -280,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--order-arm", default="", help="comma list of method pairs that also run the new layout in index order"
     )
+    parser.add_argument(
+        "--simulate", action="store_true", help="no model: the prompt-prefix reuse of each arm against a fake server"
+    )
     parser.add_argument("--report", action="store_true", help="print the table of what --out holds and stop")
     args = parser.parse_args(argv)
     args.methods = [m.strip() for m in args.methods.split(",")]
@@ -288,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--methods: unknown {unknown}; choose from {', '.join(PAIRS)}")
     args.workers = [int(w) for w in args.workers.split(",")]
     args.order_arm = {m.strip() for m in args.order_arm.split(",") if m.strip()}
+    if args.simulate:
+        print(simulate_layout(args))
+        return 0
     if not args.report:
         run_bench(args)
     print(report(args.out))

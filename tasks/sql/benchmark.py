@@ -7,10 +7,12 @@ client.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
 from stateflow.envs.base import Environment, Task
+from stateflow.sf_agent import SFAgentView
 from stateflow.tasks.agents.baselines import build_oneshot
 from stateflow.tasks.agents.methods import baseline_methods, recipe_methods, spec_agent_methods
 from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions, Method
@@ -24,6 +26,7 @@ from stateflow.tasks.sql.rebind import RebindingExecutor, rebind_columns
 from stateflow.tasks.sql.repair import build_answer_repair
 
 from stateflow import Flow, StateFlowView
+from stateflow.views import View
 from stateflow.vote import Vote
 
 __all__ = ["BEST_SQL_SUFFIX", "INTERCODE_SQL", "TUNED_SQL_SUFFIX"]
@@ -123,6 +126,9 @@ class _OneShot:
     values: int = 0  # example values per text column (0: none)
     question_last: bool = False  # the question repeated after the schema
     prefix_first: bool = False  # ... and said only there: a fixed opening (stateflow.tasks.kit.layout)
+    # the view that runs it; SF_Agent puts the answer instruction into the system message, before
+    # the schema and the question, so every prompt on one database differs only by its question
+    view: Callable[[], View] = StateFlowView
 
     def build(self, grammar: bool) -> Flow:
         vote = None
@@ -154,10 +160,11 @@ _SQL_ONESHOTS = (
     ),
     _OneShot(
         "_direct_prefix_first",
-        "oneshot_direct_question_last with the question only after the schema (a prefix shared per database)",
+        "oneshot_direct_question_last laid out for reuse: instruction, schema, then the question (SF_Agent view)",
         thought=False,
         question_last=True,
         prefix_first=True,
+        view=SFAgentView,
     ),
 )
 
@@ -176,7 +183,7 @@ INTERCODE_SQL = Benchmark(
         },
         **baseline_methods("sql", _SQL_FMT, setup=describe_schema),
         **{
-            f"oneshot{o.suffix}": Method(f"oneshot{o.suffix}", o.build, StateFlowView, o.about, family=_ONESHOT_FAMILY)
+            f"oneshot{o.suffix}": Method(f"oneshot{o.suffix}", o.build, o.view, o.about, family=_ONESHOT_FAMILY)
             for o in _SQL_ONESHOTS
         },
         "answer_repair": Method(
