@@ -102,3 +102,14 @@ def test_a_run_in_context_order_groups_databases_and_its_resumed_run_keeps_the_o
     assert ran == expected  # the interrupted run's three, then the rest in the order the first run had
     assert [r["context"] for r in map(json.loads, lines)][:4] == ["weather"] * 4
     assert json.loads((tmp_path / "run.json").read_text())["order"] == "context"
+
+
+def test_the_cli_runs_in_context_order(tmp_path, sql_available):
+    from tests.core.test_cli import sf
+
+    out = tmp_path / "run"
+    args = ["run", "intercode-sql", "--policy", "oracle", "--method", "stateflow", "--tasks", "15,0,12,1"]
+    p = sf(*args, "--order", "context", "--out", str(out), "--no-progress")
+    assert p.returncode == 0, p.stderr
+    ran = [json.loads(line)["task"] for line in (out / "results.jsonl").read_text().splitlines()]
+    assert ran == [15, 0, 1, 12]  # bakery, then library (0 and 1), then weather
