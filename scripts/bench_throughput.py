@@ -247,7 +247,10 @@ def _paired(a: dict[int, EpisodeRecord], b: dict[int, EpisodeRecord]) -> tuple[i
 
 
 def report(out: Path) -> str:
-    lines = [json.loads(x) for x in (out / "timings.jsonl").read_text().splitlines()]
+    path = out / "timings.jsonl"
+    if not path.exists():
+        return f"{path}: nothing measured yet (run the bench first)"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
     by: dict[tuple[str, str, int], list[dict[str, Any]]] = defaultdict(list)
     for t in lines:
         by[(t["pair"], t["arm"], t["workers"])].append(t)
