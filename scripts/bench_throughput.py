@@ -16,6 +16,9 @@ Arms, per method pair (``oneshot``: ``oneshot_direct_question_last`` -> ``onesho
 * ``new``: the ``prefix_first`` layout in ``--order context`` (tasks grouped by database);
 * ``new_index`` (``--order-arm PAIR``): the new layout in index order, to separate the two parts.
 
+Each arm of each chunk starts with a freshly started server (an empty prompt cache), so no arm
+finds another arm's prompts cached; what it reuses, it reused within its own chunk.
+
 Interleaving: the selected tasks (the ``dev`` sample, or its first N) are cut into ``--chunks``
 chunks of whole databases; for each chunk every arm runs the chunk's tasks, the arms' order
 alternating from chunk to chunk (ABBA...). Load from other processes on the machine then falls on
@@ -185,6 +188,12 @@ def run_bench(args: argparse.Namespace) -> None:
                     key = (pair, arm.name, workers, c)
                     if key in done:
                         continue
+                    # A fresh server (empty prompt cache) for every arm: arms that send identical
+                    # prompts (new / new_index, workers 1 / 2) would otherwise find each other's
+                    # whole prompts cached. Restarting takes a few seconds, outside the timing.
+                    server = default_pool().server(args.model)
+                    server.stop()
+                    server.ensure_running()
                     before = server_snapshot(args.model)
                     started = time.perf_counter()
                     summary = evaluate(
