@@ -21,6 +21,7 @@ from stateflow.tasks.kit.actions import parse_action
 from stateflow.tasks.kit.benchmark import Benchmark
 from stateflow.tasks.kit.blackboard import episode_vars
 from stateflow.tasks.kit.episode_record import SCHEMA_VERSION, EpisodeRecord
+from stateflow.tasks.kit.layout import opening_message
 
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.http import HttpClients
@@ -110,7 +111,9 @@ def run_episode(
         models, scripts = spec.models.restricted_to(list(flow.states)), (spec.scripts or {})
     result = run(
         flow,
-        spec.benchmark.task_prompt(task),
+        # the question itself, unless the flow states it after its context (a prompt prefix
+        # shared by every task on one database: stateflow.tasks.kit.layout)
+        opening_message(flow, task, spec.benchmark.task_prompt),
         models=models,
         view=view,
         env=env,

@@ -34,7 +34,13 @@ _COLUMNS = [
     ("p-tokens", "p_tokens", "{:.0f}"),
     ("c-tokens", "c_tokens", "{:.0f}"),
     ("errored", "errored", "{}"),
+    # evaluated ÷ sent prompt tokens (the server's prompt-cache reuse; "-": nothing sent)
+    ("eval/sent", "eval_share", "{:.2f}"),
 ]
+
+
+def _cell(fmt: str, value: object) -> str:
+    return "-" if value is None else fmt.format(value)
 
 
 def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: str = "results") -> Table:
@@ -43,6 +49,8 @@ def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: 
     A ``setting`` column appears when some group holds records of several settings; it names
     the identity fields that tell the rows apart. ``95 % CI`` is the Wilson interval of the
     success rate over the row's tasks (:func:`~stateflow.tasks.kit.stats.wilson_interval`).
+    ``eval/sent`` is the share of prompt tokens the model server evaluated (the rest came from its
+    prompt cache; :func:`~stateflow.tasks.reports.metrics.evaluated_share`).
     """
     t = Table(title=title)
     for k in keys:
@@ -55,7 +63,7 @@ def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: 
         t.add_column(head, justify="right")
     for r in rows:
         d = r.as_dict(keys) | {"sr_ci": r.sr_ci.text()}
-        t.add_row(*r.group, *([r.setting] if mixed else []), str(r.n), *(fmt.format(d[a]) for _, a, fmt in _COLUMNS))
+        t.add_row(*r.group, *([r.setting] if mixed else []), str(r.n), *(_cell(fmt, d[a]) for _, a, fmt in _COLUMNS))
     return t
 
 
