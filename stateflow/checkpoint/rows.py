@@ -84,8 +84,9 @@ def encode_row(
         record = checkpoint.to_dict()
         record["payload"] = payload_delta(previous, checkpoint.payload)
         text = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
-        rebuilt = apply_delta(previous, json.loads(text)["record"]["payload"])
-        if canonical_json(rebuilt) == canonical_json(checkpoint.payload):
+        rebuilt = apply_delta(previous, json.loads(canonical_json(record["payload"])))  # as a reader decodes it
+        expected = checkpoint.payload_json or canonical_json(checkpoint.payload)
+        if canonical_json(rebuilt) == expected:
             return text, rebuilt
     return full, json.loads(full)["payload"]
 

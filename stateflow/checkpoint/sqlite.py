@@ -55,6 +55,9 @@ ORDER BY l.created_at DESC, l.thread_id DESC
 """
 
 
+_SYNC_POLICIES = ("status", "full", "normal")
+"""``SQLiteCheckpointer(sync=...)``: which commits are fsynced (see the class docstring)."""
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -83,9 +86,20 @@ class SQLiteCheckpointer:
         - A ``put`` is one transaction (``BEGIN IMMEDIATE``: the step check and the insert see the
           same database), so a reader or a process killed mid-write never leaves half a row, and
           two writers of one step cannot both succeed (the primary key backs the check).
-        - ``synchronous=FULL`` by default: a committed checkpoint survives a power loss as well as a
-          killed process; ``durable=False`` (``synchronous=NORMAL``) keeps the crash guarantee for
-          processes and may lose the last commits on a power loss, for a cheaper ``put``.
+        - Every committed checkpoint survives a killed process (``kill -9``: the write-ahead log
+          is in the operating system's hands once ``COMMIT`` returns). What survives a *power
+          loss* (or a kernel crash) is chosen by ``sync``:
+
+          - ``"status"`` (default): checkpoints that change where a thread stands (``paused``,
+            ``finished``, ``failed``) are committed with ``synchronous=FULL`` (fsync of the log),
+            which also makes every earlier checkpoint of the file durable; the ``running``
+            checkpoints between them use ``synchronous=NORMAL`` and may be lost on a power loss,
+            back to the last status checkpoint or automatic WAL checkpoint. A resume then re-runs
+            those transitions (their model calls are asked again); a paused thread waiting days
+            for a person is never lost. This costs a fraction of ``"full"`` (bench numbers in
+            ``docs/checkpoints.md``).
+          - ``"full"``: every checkpoint fsynced; ``"normal"``: none (power loss may lose any
+            checkpoint since the last automatic WAL checkpoint, never corrupt the file).
         - Rows store the changes since the previous step, with a full row every ``snapshot_every``
           steps (``stateflow.checkpoint.rows``); reads always return full payloads.
         - ``claim`` holds an exclusive ``flock`` on a sidecar file (``<path>.claims/<hash>.lock``):
@@ -96,7 +110,9 @@ class SQLiteCheckpointer:
 
     Args:
         path: the database file (created with its tables if missing).
-        durable: ``synchronous=FULL`` (default) or ``NORMAL`` (see above).
+        sync: ``"status"`` (default), ``"full"`` or ``"normal"`` (see above).
+        durable: the former switch, kept for callers: ``True`` is ``sync="full"``, ``False`` is
+            ``sync="normal"``; ``None`` (default) leaves ``sync`` in charge.
         timeout: seconds a writer waits for another writer's transaction before failing.
         snapshot_every: a full row every this many steps (1: every row full, no deltas).
 
@@ -113,16 +129,21 @@ class SQLiteCheckpointer:
         self,
         path: str | os.PathLike[str],
         *,
-        durable: bool = True,
+        sync: str = "status",
+        durable: bool | None = None,
         timeout: float = 30.0,
         snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
     ) -> None:
         if snapshot_every < 1:
             raise ValueError(f"snapshot_every must be >= 1, got {snapshot_every}")
+        if durable is not None:
+            sync = "full" if durable else "normal"
+        if sync not in _SYNC_POLICIES:
+            raise ValueError(f"sync must be one of {', '.join(_SYNC_POLICIES)}, got {sync!r}")
+        self.sync = sync
         self.path = Path(path)
         self.snapshot_every = snapshot_every
         self._cache = PayloadCache()
-        self._durable = durable
         self._timeout = timeout
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -144,9 +165,11 @@ class SQLiteCheckpointer:
         # isolation_level=None: transactions are opened explicitly (BEGIN IMMEDIATE in put).
         conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
+        level = "FULL" if self.sync == "full" else "NORMAL"
+        conn.execute(f"PRAGMA synchronous={level}")
         conn.execute(_SCHEMA)
         self._local.conn = conn
+        self._local.level = level
         with self._lock:
             self._connections.append(conn)
         return conn
@@ -160,6 +183,13 @@ class SQLiteCheckpointer:
         c = checkpoint
         parent_thread, parent_step = c.parent if c.parent is not None else (None, None)
         conn = self._connect()
+        if self.sync == "status":
+            # PRAGMA synchronous applies to the connection's next commits; it cannot change
+            # inside a transaction, so it is set before BEGIN (and only when it changes).
+            level = "NORMAL" if c.status is ThreadStatus.RUNNING else "FULL"
+            if self._local.level != level:
+                conn.execute(f"PRAGMA synchronous={level}")
+                self._local.level = level
         conn.execute("BEGIN IMMEDIATE")
         try:
             latest = self._latest_step(conn, c.thread_id)

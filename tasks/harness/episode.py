@@ -22,6 +22,7 @@ from stateflow.tasks.kit.blackboard import episode_vars
 from stateflow.tasks.kit.episode_record import SCHEMA_VERSION, EpisodeRecord
 
 from stateflow import ModelAssignment, ModelProfile, run
+from stateflow.backends.call_log import CallLog, RecordedCall
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 
@@ -50,7 +51,11 @@ def oracle_script(task: Task) -> ScriptedLLM:
 
 @dataclass(frozen=True)
 class EpisodeSpec:
-    """Everything an episode needs besides the environment."""
+    """Everything an episode needs besides the environment.
+
+    ``replay``: model calls that answer the episode's first calls instead of its models (a
+    what-if's recorded prefix; :mod:`stateflow.tasks.harness.whatif`).
+    """
 
     benchmark: Benchmark
     dataset: str
@@ -63,6 +68,7 @@ class EpisodeSpec:
     oracle: bool = False
     scripts: Mapping[str, ScriptedLLM] | None = None
     http: HttpClients | None = None
+    replay: tuple[RecordedCall, ...] = ()
 
 
 def crashed_local_servers(models: ModelAssignment) -> list[str]:
@@ -107,6 +113,7 @@ def run_episode(
         # One run's assignment serves several methods: each flow takes the keys naming its states
         # (the runner checked that every key names a state of some method's flow).
         models, scripts = spec.models.restricted_to(list(flow.states)), (spec.scripts or {})
+    calls = CallLog(replay=list(spec.replay))
     result = run(
         flow,
         spec.benchmark.task_prompt(task),
@@ -118,6 +125,7 @@ def run_episode(
         vars={"max_turns": spec.max_turns},
         timeout_s=spec.timeout_s,
         raise_errors=False,
+        calls=calls,
     )
     v = episode_vars(result)
     status = "ok"
@@ -176,6 +184,7 @@ def run_episode(
         "path": result.path,
         "transitions": [t.to_dict() for t in result.transitions],
         "history": result.history.to_list(),
+        "calls": calls.to_list(),
         "eval": {k: str(submit_info[k])[:2000] for k in ("agent_obs", "eval_obs") if k in submit_info},
         "verdict": submit_info.get("verdict"),  # pdoctor: the oracle's findings (None elsewhere)
         "wall_s": round(clock() - t0, 4),

@@ -66,6 +66,9 @@ class EpisodeRecord(BaseModel):
         llm_calls, prompt_tokens, completion_tokens, cached_tokens, cost: model usage.
         usage_by_state, usage_by_model: the same per state / model profile.
         path, transitions, history: the run's trace.
+        calls: every model call in order (state, profile, reply, usage, request hash; see
+            :mod:`stateflow.backends.call_log`): what ``stateflow whatif`` replays an episode's
+            prefix from. Empty in records written before it existed and in archives.
         eval: upstream's evaluation observations (cut to 2,000 characters).
         verdict: PDoctor's oracle findings (``None`` elsewhere).
         identity, identity_digest: the episode identity (:mod:`stateflow.tasks.harness.identity`);
@@ -110,6 +113,7 @@ class EpisodeRecord(BaseModel):
     path: list[str] = Field(default_factory=list)
     transitions: list[dict[str, Any]] = Field(default_factory=list)
     history: list[dict[str, Any]] = Field(default_factory=list)
+    calls: list[dict[str, Any]] = Field(default_factory=list)
     eval: dict[str, str] = Field(default_factory=dict)
     verdict: dict[str, Any] | None = None
     wall_s: float = 0.0
