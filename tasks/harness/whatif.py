@@ -184,13 +184,16 @@ def _setting(
             f"but its flow is now {fingerprint[:12]}: the definition changed since the run, so its recorded "
             "replies no longer fit; re-run the episodes first"
         )
-    recorded = ModelAssignment.of(parse_model_options(identity.models.split(",")), profiles=base.profiles.values())
-    unknown = sorted({n for n in recorded.by_state.values() if n not in recorded.profiles})
-    if unknown or models_fingerprint(recorded) != identity.models_sha256:
+    try:
+        recorded = ModelAssignment.of(parse_model_options(identity.models.split(",")), profiles=base.profiles.values())
+        same = models_fingerprint(recorded) == identity.models_sha256
+        problem = "" if same else "the profiles' settings differ from the run's"
+    except (ConfigError, KeyError) as err:
+        problem = str(err)
+    if problem:
         raise ConfigError(
-            f"{where}: the run's models ({identity.models}) cannot be rebuilt as they were"
-            + (f" (unknown profile(s) {', '.join(unknown)})" if unknown else " (profile settings differ)")
-            + ": pass the --config the run was given"
+            f"{where}: the run's models ({identity.models}) cannot be rebuilt as they were ({problem}); "
+            "pass the --config the run was given"
         )
     recorded.check_states(list(flow.states), f"flow {flow.name!r}")
     models = recorded.merged(change)
