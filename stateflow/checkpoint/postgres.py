@@ -193,11 +193,14 @@ class PostgresCheckpointer:
                 latest = self._latest_step(conn, c.thread_id)
                 if c.step != (0 if latest is None else latest + 1):
                     raise CheckpointConflict(c.thread_id, c.step, latest)
-                body, payload = encode_row(c, self._base(conn, c), self.snapshot_every)
+                body, payload = encode_row(
+                    c, self._base(conn, c), self.snapshot_every, self._cache.given(c.thread_id, c.step - 1)
+                )
                 conn.execute(
                     "INSERT INTO stateflow_checkpoints VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", (*row, body)
                 )
-            self._cache.remember(c.thread_id, c.step, payload)  # after the commit, under the lock
+            given = c.payload if c.payload_json is not None else None  # see encode_row
+            self._cache.remember(c.thread_id, c.step, payload, given)  # after the commit, under the lock
 
         self._run(write)
 

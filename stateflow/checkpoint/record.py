@@ -64,7 +64,10 @@ class Checkpoint:
         schema_version: the record layout version it was written with.
         payload_json: the payload's canonical JSON when the writer already has it (a run encodes
             each message once: :class:`stateflow.run_state.PayloadEncoder`); it must equal
-            ``canonical_json(payload)``. Not part of the value (equality, ``repr``).
+            ``canonical_json(payload)``, and giving it promises that neither the payload nor
+            anything in it is changed afterwards (stores then compute the next step's delta by
+            object identity: :func:`stateflow.checkpoint.delta.identity_delta`). Not part of the
+            value (equality, ``repr``).
 
     Example:
         >>> cp = Checkpoint("t1", 0, "demo", "ab" * 32, "Init", ThreadStatus.RUNNING, {"h": ["hi"]}, 1.5)
