@@ -18,13 +18,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from stateflow.blackboard import Blackboard
-from stateflow.checkpoint.record import canonical_json
 from stateflow.errors import CheckpointCorrupt, ConfigError
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.trace import Step, TransitionRecord
@@ -183,11 +182,11 @@ class _EncodedList:
         self.last = list(self.encoded)
         return self.last
 
-    def text(self) -> str:
-        """Canonical JSON of the list the last :meth:`encode` returned (each item encoded once)."""
+    def text(self, dump: Callable[[Any], str]) -> str:
+        """Canonical JSON of the list the last :meth:`encode` returned (each item encoded once by ``dump``)."""
         for i, text in enumerate(self.texts):
             if text is None:
-                self.texts[i] = canonical_json(self.encoded[i])
+                self.texts[i] = dump(self.encoded[i])
         return "[" + ",".join(self.texts) + "]"  # type: ignore[arg-type]
 
 
@@ -205,6 +204,9 @@ class PayloadEncoder:
     """
 
     def __init__(self) -> None:
+        # canonical_json's settings, one encoder object for the run (json.dumps builds one per call)
+        self._dump = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+        self._keys: dict[str, str] = {}
         self._history = _EncodedList()
         self._steps = _EncodedList()
         self._transitions = _EncodedList()
@@ -236,8 +238,11 @@ class PayloadEncoder:
         for key in sorted(payload):
             value = payload[key]
             cached = lists.get(id(value))
-            text = cached.text() if cached is not None and cached.last is value else canonical_json(value)
-            parts.append(f"{canonical_json(key)}:{text}")
+            text = cached.text(self._dump) if cached is not None and cached.last is value else self._dump(value)
+            name = self._keys.get(key)
+            if name is None:
+                name = self._keys[key] = self._dump(key)
+            parts.append(f"{name}:{text}")
         return "{" + ",".join(parts) + "}"
 
 
