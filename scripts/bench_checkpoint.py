@@ -156,7 +156,8 @@ def main() -> None:
         backends: list[tuple[str, Callable[[], Checkpointer]]] = [
             ("memory", MemoryCheckpointer),
             ("sqlite (sync=full)", lambda: SQLiteCheckpointer(Path(tmp) / "full.db", sync="full")),
-            ("sqlite (sync=status)", lambda: SQLiteCheckpointer(Path(tmp) / "status.db")),
+            ("sqlite (sync=pauses)", lambda: SQLiteCheckpointer(Path(tmp) / "pauses.db")),
+            ("sqlite (sync=status)", lambda: SQLiteCheckpointer(Path(tmp) / "status.db", sync="status")),
             ("sqlite (sync=normal)", lambda: SQLiteCheckpointer(Path(tmp) / "normal.db", sync="normal")),
         ]
         if dsn:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -82,28 +83,34 @@ def test_an_identity_delta_rebuilds_the_exact_json(old: list[Any], new: list[Any
     assert canonical_json(apply_delta(stored, delta)) == canonical_json(current)
 
 
-def test_sqlite_syncs_status_checkpoints_only(tmp_path: Path) -> None:
-    cp = SQLiteCheckpointer(tmp_path / "runs.db")  # sync="status" by default
+@pytest.mark.parametrize(
+    ("sync", "expected"),
+    [
+        # connections start NORMAL; FULL for the pause, back for the next transition
+        ("pauses", ["PRAGMA synchronous=FULL", "PRAGMA synchronous=NORMAL"]),
+        # and FULL again for the end
+        ("status", ["PRAGMA synchronous=FULL", "PRAGMA synchronous=NORMAL", "PRAGMA synchronous=FULL"]),
+        ("normal", []),
+    ],
+)
+def test_sqlite_fsyncs_only_the_checkpoints_its_policy_names(tmp_path: Path, sync: str, expected: list[str]) -> None:
+    cp = SQLiteCheckpointer(tmp_path / "runs.db", sync=sync)
     levels: list[str] = []
     conn = cp._connect()  # this thread's connection: record what it is told
     conn.set_trace_callback(lambda sql: levels.append(sql) if sql.startswith("PRAGMA synchronous") else None)
-
-    def put(step: int, status: ThreadStatus) -> None:
+    statuses = [ThreadStatus.RUNNING, ThreadStatus.RUNNING, ThreadStatus.PAUSED, ThreadStatus.RUNNING]
+    for step, status in enumerate([*statuses, ThreadStatus.FINISHED]):
         cp.put(Checkpoint("t", step, "f", "a" * 64, "S", status, {"n": step}, 0.0))
-
-    put(0, ThreadStatus.RUNNING)
-    put(1, ThreadStatus.RUNNING)
-    put(2, ThreadStatus.PAUSED)
-    put(3, ThreadStatus.RUNNING)
-    put(4, ThreadStatus.FINISHED)
-    assert levels == [
-        "PRAGMA synchronous=FULL",
-        "PRAGMA synchronous=NORMAL",
-        "PRAGMA synchronous=FULL",
-    ]  # connections start NORMAL: FULL for the pause, back for the transition, FULL for the end
+    assert levels == expected
     assert [c.status for c in cp.list("t")][-1] is ThreadStatus.FINISHED
     cp.close()
     with sqlite3.connect(tmp_path / "runs.db") as check:
         assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_sqlite_sync_policies_and_the_former_switch(tmp_path: Path) -> None:
+    assert SQLiteCheckpointer(tmp_path / "a.db").sync == "pauses"
     assert SQLiteCheckpointer(tmp_path / "b.db", durable=True).sync == "full"
     assert SQLiteCheckpointer(tmp_path / "c.db", durable=False).sync == "normal"
+    with pytest.raises(ValueError, match="pauses, status, full, normal"):
+        SQLiteCheckpointer(tmp_path / "d.db", sync="sometimes")
