@@ -20,6 +20,7 @@ from stateflow.tasks.kit.actions import parse_action
 from stateflow.tasks.kit.benchmark import Benchmark
 from stateflow.tasks.kit.blackboard import episode_vars
 from stateflow.tasks.kit.episode_record import SCHEMA_VERSION, EpisodeRecord
+from stateflow.tasks.kit.layout import opening_message
 
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.call_log import CallLog, RecordedCall
@@ -116,7 +117,9 @@ def run_episode(
     calls = CallLog(replay=list(spec.replay))
     result = run(
         flow,
-        spec.benchmark.task_prompt(task),
+        # the question itself, unless the flow states it after its context (a prompt prefix
+        # shared by every task on one database: stateflow.tasks.kit.layout)
+        opening_message(flow, task, spec.benchmark.task_prompt),
         models=models,
         view=view,
         env=env,
