@@ -10,8 +10,17 @@ the new history items and changed keys only).
 
 Episode ratio: the durable-run tests' 9-transition flow (tests/core/durable/flows.py: Prompt, LLM,
 Tool, Judge, a user's AutoGen agent) against the fake OpenAI-compatible server on 127.0.0.1, run
-alternately without and with each checkpointer in this process; the ratio is the median extra
-wall time per episode over the median episode without checkpoints.
+alternately without and with each checkpointer in this process. Two ratios: the median extra wall
+time per episode over the median episode without checkpoints (noisy on a shared machine: it is the
+difference of two runs), and the *share* of the checkpointed episodes' wall time spent in the
+checkpoint path itself (``Episode.snapshot`` plus ``ThreadJournal.save``: encoding and ``put``),
+timed inside the same episodes (the median over episodes of each one's share). Rows marked "before"
+run the former encoding (the whole history re-encoded at every transition, no pre-encoded payload
+text), patched in for the row only, so before and after are measured in one process. Because an
+episode's wall time on a shared machine is noisy, a third table saves the run states of one real
+episode again into each store (the fastest of N repeats, before and after) and divides by that
+episode's median wall time without checkpoints: the steadiest ratio, and the one the targets are
+checked against.
 
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
@@ -94,7 +103,7 @@ def stored_bytes(tmp: str, steps: int, snapshot_every: int) -> int:
     import sqlite3
 
     path = Path(tmp) / f"size-{steps}-{snapshot_every}.db"
-    cp = SQLiteCheckpointer(path, durable=False, snapshot_every=snapshot_every)
+    cp = SQLiteCheckpointer(path, sync="normal", snapshot_every=snapshot_every)
     for c in checkpoints("size", steps):
         cp.put(c)
     cp.close()
@@ -146,8 +155,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, contextmanager_or_none(not args.no_postgres, args.postgres) as dsn:
         backends: list[tuple[str, Callable[[], Checkpointer]]] = [
             ("memory", MemoryCheckpointer),
-            ("sqlite (synchronous=FULL)", lambda: SQLiteCheckpointer(Path(tmp) / "full.db")),
-            ("sqlite (durable=False)", lambda: SQLiteCheckpointer(Path(tmp) / "normal.db", durable=False)),
+            ("sqlite (sync=full)", lambda: SQLiteCheckpointer(Path(tmp) / "full.db", sync="full")),
+            ("sqlite (sync=pauses)", lambda: SQLiteCheckpointer(Path(tmp) / "pauses.db")),
+            ("sqlite (sync=status)", lambda: SQLiteCheckpointer(Path(tmp) / "status.db", sync="status")),
+            ("sqlite (sync=normal)", lambda: SQLiteCheckpointer(Path(tmp) / "normal.db", sync="normal")),
         ]
         if dsn:
             backends.append(("postgres", lambda: PostgresCheckpointer(dsn)))
@@ -162,6 +173,7 @@ def main() -> None:
                 cp.close()
         if args.episodes:
             episode_ratios(backends, args.episodes)  # new thread ids (e0, e1, ...) in the same stores
+            transition_costs(backends, args.episodes)
         print()
         print("bytes per thread: full copies, pure deltas (step 0 full), and what SQLite stores per snapshot_every")
         intervals = [1, 5, 10, 25]
@@ -172,11 +184,11 @@ def main() -> None:
             stored = " ".join(f"{stored_bytes(tmp, steps, k):>12,}" for k in intervals)
             print(f"{steps:>5} {full:>12,} {delta:>12,} {stored}")
         print()
-        print("latest ms (median) by snapshot_every, SQLite durable=False, 50-step threads")
+        print("latest ms (median) by snapshot_every, SQLite sync=normal, 50-step threads")
         for k in intervals:
-            cp = SQLiteCheckpointer(Path(tmp) / f"read-{k}.db", durable=False, snapshot_every=k)
+            cp = SQLiteCheckpointer(Path(tmp) / f"read-{k}.db", sync="normal", snapshot_every=k)
             put, latest = measure(cp, max(2, args.threads // 4), 50, f"k{k}")
-            fresh = SQLiteCheckpointer(Path(tmp) / f"read-{k}.db", durable=False, snapshot_every=k)
+            fresh = SQLiteCheckpointer(Path(tmp) / f"read-{k}.db", sync="normal", snapshot_every=k)
             cold = []
             for t in range(max(2, args.threads // 4)):  # a reader without the writer's cache
                 for step in range(50):
@@ -191,37 +203,157 @@ def main() -> None:
             fresh.close()
 
 
+class CheckpointTimer:
+    """Seconds spent in the checkpoint path (``Episode.snapshot`` + ``ThreadJournal.save``), timed by
+    wrapping both for the duration of a ``with`` block; ``before=True`` also swaps in the former
+    ``save`` (whole payload re-encoded at every transition, no pre-encoded text)."""
+
+    def __init__(self, before: bool = False):
+        self.before = before
+        self.seconds = 0.0
+
+    def __enter__(self) -> CheckpointTimer:
+        from stateflow.episode import Episode
+        from stateflow.threads import ThreadJournal
+
+        self._saved = (Episode.snapshot, ThreadJournal.save)
+        snapshot, save = self._saved
+        if self.before:
+
+            def save(journal: Any, state: Any, status: str) -> None:
+                journal._put(state.state, ThreadStatus(status), {**state.to_payload(), **journal.extra})
+
+        Episode.snapshot = self._timed(snapshot)  # type: ignore[method-assign]
+        ThreadJournal.save = self._timed(save)  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from stateflow.episode import Episode
+        from stateflow.threads import ThreadJournal
+
+        Episode.snapshot, ThreadJournal.save = self._saved  # type: ignore[method-assign]
+
+    def _timed(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        return timed
+
+
 def episode_ratios(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int) -> None:
-    """Median wall time of a fake-model episode without and with each checkpointer (alternated)."""
+    """Median wall time of a fake-model episode without and with each checkpointer (alternated),
+    and the share of the checkpointed episodes' time spent in the checkpoint path."""
     from stateflow import run
     from stateflow.testing.fake_openai import FakeOpenAIServer
     from tests.core.durable.flows import fake_profile, long_flow, responder
 
+    rows: list[tuple[str, Callable[[], Checkpointer], bool]] = []
+    for name, factory in backends:
+        if name == "memory" or "sync=full" in name:  # the former defaults, with the former encoding
+            rows.append((f"{name} before", factory, True))
+        rows.append((name, factory, False))
     print()
     print(f"episode wall time, {episodes} episodes each (alternated with a run without checkpoints)")
-    print(f"{'backend':28} {'without ms':>11} {'with ms':>9} {'extra ms':>9} {'ratio':>7} {'checkpoints':>12}")
+    print(
+        f"{'backend':28} {'without ms':>11} {'with ms':>9} {'extra ms':>9} {'ratio':>7} "
+        f"{'in checkpoints':>15} {'checkpoints':>12}"
+    )
     with FakeOpenAIServer(responder) as server:
         model = fake_profile(server.url)
         run(long_flow(server.url), "T", models=model, telemetry=False)  # warm-up (imports, connections)
-        for name, factory in backends:
+        for name, factory, before in rows:
             cp = factory()
-            plain, saved = [], []
+            plain, saved, shares = [], [], []
+            timer = CheckpointTimer(before)
             try:
                 for i in range(episodes):
                     start = time.perf_counter()
                     run(long_flow(server.url), "T", models=model, telemetry=False)
                     plain.append(time.perf_counter() - start)
-                    start = time.perf_counter()
-                    run(long_flow(server.url), "T", models=model, telemetry=False, checkpointer=cp, thread_id=f"e{i}")
-                    saved.append(time.perf_counter() - start)
-                per_thread = len(cp.list("e0"))
+                    timer.seconds = 0.0
+                    with timer:
+                        start = time.perf_counter()
+                        run(
+                            long_flow(server.url),
+                            "T",
+                            models=model,
+                            telemetry=False,
+                            checkpointer=cp,
+                            thread_id=f"e{i}{'b' if before else ''}",
+                        )
+                        saved.append(time.perf_counter() - start)
+                    shares.append(timer.seconds / saved[-1])
+                per_thread = len(cp.list(f"e0{'b' if before else ''}"))
             finally:
                 cp.close()
             base, with_cp = statistics.median(plain), statistics.median(saved)
             print(
                 f"{name:28} {base * 1e3:>11.1f} {with_cp * 1e3:>9.1f} {(with_cp - base) * 1e3:>9.1f} "
-                f"{(with_cp - base) / base:>7.1%} {per_thread:>12}"
+                f"{(with_cp - base) / base:>7.1%} {statistics.median(shares):>15.2%} {per_thread:>12}"
             )
+
+
+def transition_costs(backends: list[tuple[str, Callable[[], Checkpointer]]], repeats: int) -> None:
+    """Checkpoint cost of one episode, without the episode's noise: the run states one real episode
+    saved, saved again through a ThreadJournal into each store (fastest of ``repeats`` threads),
+    before and after, over the median wall time of that episode without checkpoints."""
+    from stateflow import run
+    from stateflow.checkpoint import MemoryCheckpointer as Memory
+    from stateflow.fingerprint import flow_fingerprint
+    from stateflow.testing.fake_openai import FakeOpenAIServer
+    from stateflow.threads import ThreadJournal
+    from tests.core.durable.flows import fake_profile, long_flow, responder
+
+    states: list[tuple[Any, str]] = []
+    with FakeOpenAIServer(responder) as server:
+        flow, model = long_flow(server.url), fake_profile(server.url)
+        save = ThreadJournal.save
+
+        def keep(journal: Any, state: Any, status: str) -> None:
+            states.append((state, status))
+            save(journal, state, status)
+
+        ThreadJournal.save = keep  # type: ignore[method-assign]
+        try:
+            run(flow, "T", models=model, telemetry=False, checkpointer=Memory(), thread_id="capture")
+        finally:
+            ThreadJournal.save = save  # type: ignore[method-assign]
+        walls = []
+        for _ in range(max(5, repeats)):
+            start = time.perf_counter()
+            run(flow, "T", models=model, telemetry=False)
+            walls.append(time.perf_counter() - start)
+    wall = statistics.median(walls)
+    fingerprint = flow_fingerprint(flow)
+    print()
+    print(
+        f"checkpoint cost of one episode ({len(states)} checkpoints, the states of one run saved again; "
+        f"fastest of {repeats}) over its median wall time without checkpoints ({wall * 1e3:.1f} ms)"
+    )
+    print(f"{'backend':28} {'ms / episode':>13} {'ms / checkpoint':>16} {'ratio':>7}")
+    for name, factory in backends:
+        for before in (True, False) if (name == "memory" or "sync=full" in name) else (False,):
+            cp = factory()
+            best = float("inf")
+            try:
+                for r in range(repeats):
+                    journal = ThreadJournal(cp, f"offline{r}{'b' if before else ''}", flow, fingerprint, 0)
+                    start = time.perf_counter()
+                    for state, status in states:
+                        if before:
+                            payload = {**state.to_payload(), **journal.extra}
+                            journal._put(state.state, ThreadStatus(status), payload)
+                        else:
+                            journal.save(state, status)
+                    best = min(best, time.perf_counter() - start)
+            finally:
+                cp.close()
+            label = f"{name} before" if before else name
+            print(f"{label:28} {best * 1e3:>13.2f} {best / len(states) * 1e3:>16.3f} {best / wall:>7.2%}")
 
 
 @contextmanager

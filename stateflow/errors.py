@@ -16,6 +16,7 @@ __all__ = [
     "CheckpointNotFound",
     "CheckpointSchemaUnsupported",
     "CheckpointStoreUnavailable",
+    "ClaimLost",
     "ConditionError",
     "ConfigError",
     "FlowDefinitionError",
@@ -317,6 +318,31 @@ class CheckpointNotFound(CheckpointError):
         self.latest = latest
         self.where = where
         super().__init__(f"{where}: thread {thread_id!r} has no step {step} (its steps are 0..{latest})")
+
+
+class ClaimLost(CheckpointError):
+    """The claim a run holds on its thread ended under it (the database session holding it died:
+    a server restart, a dropped connection, an administrator ending the session). The run stops
+    before writing anything more: another process may already have claimed the thread. The
+    checkpoints written before stay readable; continue the thread with ``resume``.
+
+    Attributes:
+        thread_id: the thread.
+        holder: who held the claim.
+        where: the store (its address without the password).
+        reason: what the check saw.
+    """
+
+    def __init__(self, thread_id: str, holder: str, where: str, reason: str):
+        self.thread_id = thread_id
+        self.holder = holder
+        self.where = where
+        self.reason = reason
+        super().__init__(
+            f"{where}: the claim of {holder} on thread {thread_id!r} was lost ({reason}); the run stops "
+            "without writing another checkpoint; its last checkpoint stays readable: continue the thread "
+            "with resume once the store is back"
+        )
 
 
 class ThreadBusy(CheckpointError):

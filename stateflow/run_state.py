@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -30,7 +30,7 @@ from stateflow.errors import CheckpointCorrupt, ConfigError
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.trace import Step, TransitionRecord
 
-__all__ = ["PendingQuestion", "RunState"]
+__all__ = ["PayloadEncoder", "PendingQuestion", "RunState"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,18 @@ class PendingQuestion:
 
 
 def _usage_to(u: Usage | None) -> dict[str, Any] | None:
-    return None if u is None else dataclasses.asdict(u)
+    if u is None:
+        return None
+    # the fields one by one: dataclasses.asdict deep-copies, and this runs for every call
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "cached_tokens": u.cached_tokens,
+        "cost": u.cost,
+        "latency_s": u.latency_s,
+        "model": u.model,
+        "profile": u.profile,
+    }
 
 
 def _usage_from(d: Any) -> Usage | None:
@@ -150,6 +161,105 @@ def _record_from(d: Mapping[str, Any]) -> object:
     return cls(**d["fields"])
 
 
+class _EncodedList:
+    """One growing list's items and their encodings, kept between checkpoints of one run."""
+
+    __slots__ = ("encoded", "last", "sources", "texts")
+
+    def __init__(self) -> None:
+        self.sources: list[Any] = []
+        self.encoded: list[Any] = []
+        self.texts: list[str | None] = []  # canonical JSON of each encoded item, once asked for
+        self.last: list[Any] | None = None  # the list the last encode returned
+
+    def encode(self, items: list[Any], encode: Any, same: Any) -> list[Any]:
+        """``[encode(x) for x in items]``, reusing the encoding of every leading item that is
+        ``same`` as the one encoded last time (a run's lists only grow, so that is all but the
+        new items); from the first item that differs on, everything is encoded again."""
+        keep = 0
+        limit = min(len(items), len(self.sources))
+        while keep < limit and same(items[keep], self.sources[keep]):
+            keep += 1
+        del self.sources[keep:], self.encoded[keep:], self.texts[keep:]
+        for item in items[keep:]:
+            self.sources.append(item)
+            self.encoded.append(encode(item))
+            self.texts.append(None)
+        self.last = list(self.encoded)
+        return self.last
+
+    def text(self, dump: Callable[[Any], str]) -> str:
+        """Canonical JSON of the list the last :meth:`encode` returned (each item encoded once by ``dump``)."""
+        for i, text in enumerate(self.texts):
+            if text is None:
+                self.texts[i] = dump(self.encoded[i])
+        return "[" + ",".join(self.texts) + "]"  # type: ignore[arg-type]
+
+
+class PayloadEncoder:
+    """Encodes one run's successive states, encoding each history message, step and chat message once.
+
+    A run's history, steps, transitions and chat only grow between checkpoints, and re-encoding
+    them whole at every transition made checkpointing cost O(n) per step (two thirds of the
+    memory checkpointer's cost in scripts/bench_checkpoint.py). This keeps each list's encoded
+    items: a message or step is reused when it is the *same object* as last time (they are
+    frozen dataclasses), a chat message when it is *equal* (the episode copies those dicts).
+    The result is identical to :meth:`RunState.to_payload` without an encoder; the encoded items
+    are shared between successive payloads, which checkpointers only read (they store JSON text).
+    One encoder serves one run (a :class:`~stateflow.threads.ThreadJournal` holds it).
+    """
+
+    def __init__(self) -> None:
+        # canonical_json's settings, one encoder object for the run (json.dumps builds one per call)
+        self._dump = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+        self._keys: dict[str, str] = {}
+        self._history = _EncodedList()
+        self._steps = _EncodedList()
+        self._transitions = _EncodedList()
+        self._chat = _EncodedList()
+
+    def history(self, items: list[Message]) -> list[dict[str, Any]]:
+        return self._history.encode(items, _message_to, _is)
+
+    def steps(self, items: list[Step]) -> list[dict[str, Any]]:
+        return self._steps.encode(items, _step_to, _is)
+
+    def transitions(self, items: list[TransitionRecord]) -> list[dict[str, Any]]:
+        return self._transitions.encode(items, TransitionRecord.to_dict, _is)
+
+    def chat(self, items: list[dict[str, Any]]) -> list[Any]:
+        return self._chat.encode(items, _plain, _equal)
+
+    def json(self, payload: Mapping[str, Any]) -> str:
+        """``canonical_json(payload)`` for a payload built from this encoder's last lists, without
+        encoding their items again (any other value is encoded as usual).
+
+        Raises:
+            TypeError, ValueError: a value is not JSON (as :func:`canonical_json`).
+        """
+        lists = {
+            id(x.last): x for x in (self._history, self._steps, self._transitions, self._chat) if x.last is not None
+        }
+        parts = []
+        for key in sorted(payload):
+            value = payload[key]
+            cached = lists.get(id(value))
+            text = cached.text(self._dump) if cached is not None and cached.last is value else self._dump(value)
+            name = self._keys.get(key)
+            if name is None:
+                name = self._keys[key] = self._dump(key)
+            parts.append(f"{name}:{text}")
+        return "{" + ",".join(parts) + "}"
+
+
+def _is(a: object, b: object) -> bool:
+    return a is b
+
+
+def _equal(a: object, b: object) -> bool:
+    return a is b or a == b
+
+
 @dataclass
 class RunState:
     """Everything a run has done, and where it stands (see the module docstring).
@@ -185,8 +295,12 @@ class RunState:
     stop_reason: str = ""
     error: str | None = None
 
-    def to_payload(self) -> dict[str, Any]:
+    def to_payload(self, encoder: PayloadEncoder | None = None) -> dict[str, Any]:
         """The state as JSON values (a checkpoint's payload).
+
+        Args:
+            encoder: the run's encoder, which encodes each message and step only once across
+                successive payloads (the result is the same with or without it).
 
         Raises:
             ConfigError: a ``vars`` value or a blackboard record is not plain JSON data (named).
@@ -198,17 +312,32 @@ class RunState:
                 raise ConfigError(
                     f"vars[{key!r}] cannot be saved in a checkpoint ({err}); a checkpointed run needs JSON vars"
                 ) from err
+        history = list(self.history)
+        if encoder is None:
+            encoded = (
+                [_message_to(m) for m in history],
+                [_step_to(s) for s in self.steps],
+                [t.to_dict() for t in self.transitions],
+                [_plain(m) for m in self.chat],
+            )
+        else:
+            encoded = (
+                encoder.history(history),
+                encoder.steps(self.steps),
+                encoder.transitions(self.transitions),
+                encoder.chat(self.chat),
+            )
         return {
             "task": self.task,
             "view": self.view,
             "state": self.state,
             "cursor": self.cursor,
-            "history": [_message_to(m) for m in self.history],
-            "steps": [_step_to(s) for s in self.steps],
-            "transitions": [t.to_dict() for t in self.transitions],
+            "history": encoded[0],
+            "steps": encoded[1],
+            "transitions": encoded[2],
             "vars": dict(self.vars),
             "board": [_record_to(r) for r in self.board],
-            "chat": [_plain(m) for m in self.chat],
+            "chat": encoded[3],
             "started_at": self.started_at,
             "models": dict(self.models),
             "pending": None if self.pending is None else dataclasses.asdict(self.pending),

@@ -22,6 +22,7 @@ from typing import Any
 from autogen.io.base import InputStream
 
 from stateflow.backends.autogen_clients import LLMBackends
+from stateflow.backends.call_log import CallLog
 from stateflow.backends.cassette import Cassette
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
@@ -68,6 +69,7 @@ def _backends(
     scripts: Mapping[str, ScriptedLLM] | None,
     cassette: Cassette | None,
     http: HttpClients | None,
+    calls: CallLog | None = None,
 ) -> LLMBackends:
     """The run's model clients; every state's and judge's profile is resolved first (a bad one
     fails here, before any call)."""
@@ -85,7 +87,7 @@ def _backends(
     for judge in flow.judges():
         assignment.profile_for(flow.initial, judge.profile)
     quiet_custom_client_notice()
-    return LLMBackends(assignment, scripts, cassette, http)
+    return LLMBackends(assignment, scripts, cassette, http, calls)
 
 
 def _defers(flow: Flow, view: View) -> bool:
@@ -140,6 +142,7 @@ def run(
     thread_id: str | None = None,
     checkpointer: Checkpointer | None = None,
     flow_ref: str | None = None,
+    calls: CallLog | None = None,
 ) -> RunResult:
     """Run ``flow`` on ``task`` and return its exit state, history and trace.
 
@@ -175,6 +178,9 @@ def run(
         checkpointer: where the thread's checkpoints go (:mod:`stateflow.checkpoint`).
         flow_ref: how to load ``flow`` again (a registered name or ``module:attribute``), saved
             with the thread so that ``stateflow resume`` in another process can rebuild it.
+        calls: keeps every model call of the run (state, profile, reply, usage); built with
+            ``CallLog(replay=...)`` it answers the run's first calls from a recording instead of
+            asking a model (:mod:`stateflow.backends.call_log`; ``stateflow whatif`` uses it).
 
     Raises:
         ConfigError: a state's model profile is unknown or unusable; a per-state model key that
@@ -198,7 +204,7 @@ def run(
                 f"flow {flow.name!r} asks a deferred question (Human(defer=True)): a paused run must be saved "
                 "somewhere, so pass checkpointer= (e.g. SQLiteCheckpointer('runs.db'))"
             )
-    backends = _backends(flow, models, scripts, cassette, http)
+    backends = _backends(flow, models, scripts, cassette, http, calls)
     deadline = time.monotonic() + timeout_s if timeout_s else None
     limit = max_transitions or flow.max_transitions
 

@@ -22,7 +22,7 @@ from typing import Any
 from stateflow.checkpoint import Checkpoint, Checkpointer, ThreadStatus
 from stateflow.errors import CheckpointError, CheckpointMismatch, ConfigError, ThreadNotFound
 from stateflow.flow import Flow
-from stateflow.run_state import RunState
+from stateflow.run_state import PayloadEncoder, RunState
 
 __all__ = ["CheckpointSummary", "ThreadJournal", "check_flow", "history", "latest_to_continue", "load_position"]
 
@@ -55,9 +55,15 @@ class ThreadJournal:
         self.next_step, self.parent = next_step, parent
         self.extra = dict(extra or {})
         self.last: Checkpoint | None = None
+        self._encoder = PayloadEncoder()  # each message and step of the run is encoded once
 
     def save(self, state: RunState, status: str) -> None:
-        self._put(state.state, ThreadStatus(status), {**state.to_payload(), **self.extra})
+        payload = {**state.to_payload(self._encoder), **self.extra}
+        try:
+            text: str | None = self._encoder.json(payload)
+        except (TypeError, ValueError):
+            text = None  # not JSON: the checkpointer's own encoding names the problem
+        self._put(state.state, ThreadStatus(status), payload, text)
 
     def fail(self, error: str) -> None:
         if self.last is None:  # nothing saved yet: the run failed before its first state
@@ -65,7 +71,7 @@ class ThreadJournal:
         payload = {**self.last.payload, "stop_reason": "error", "error": error}
         self._put(self.last.state, ThreadStatus.FAILED, payload)
 
-    def _put(self, state: str, status: ThreadStatus, payload: dict[str, Any]) -> None:
+    def _put(self, state: str, status: ThreadStatus, payload: dict[str, Any], text: str | None = None) -> None:
         checkpoint = Checkpoint(
             thread_id=self.thread_id,
             step=self.next_step,
@@ -76,6 +82,7 @@ class ThreadJournal:
             payload=payload,
             created_at=time.time(),
             parent=self.parent if self.next_step == 0 else None,
+            payload_json=text,
         )
         self.checkpointer.put(checkpoint)
         self.next_step += 1

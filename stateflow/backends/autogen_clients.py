@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from autogen import Agent, OpenAIWrapper
 
+from stateflow.backends.call_log import CallLog, RecordedCall, messages_key
 from stateflow.backends.cassette import Cassette, RecordingClient, ReplayClient
 from stateflow.backends.endpoint import Endpoint, open_endpoint
 from stateflow.backends.http import HttpClients
@@ -43,6 +44,8 @@ class LLMBackends:
         scripts: ``{profile name: ScriptedLLM}`` for profiles with ``provider="scripted"``.
         cassette: record/replay every call of this run.
         http: shared HTTP connection pools (reused across runs).
+        calls: keeps every call of the run, and answers its first calls from a recording
+            (:mod:`stateflow.backends.call_log`).
     """
 
     def __init__(
@@ -51,8 +54,13 @@ class LLMBackends:
         scripts: Mapping[str, ScriptedLLM] | None = None,
         cassette: Cassette | None = None,
         http: HttpClients | None = None,
+        calls: CallLog | None = None,
     ):
         self.http = http
+        self.calls = calls
+        # The state whose profile was resolved last: every model call follows the resolution of
+        # its state's profile (output functions and rule judges alike), so this names the asker.
+        self._asking = ""
         self.assignment = assignment
         self.scripts = dict(scripts or {})
         self.cassette = cassette
@@ -62,6 +70,7 @@ class LLMBackends:
 
     def profile(self, state: str, explicit: str | None = None) -> ModelProfile:
         """The profile serving ``state`` (or the ``explicit`` profile name)."""
+        self._asking = state
         return self.assignment.profile_for(state, explicit)
 
     def endpoint(self, profile: ModelProfile) -> Endpoint:
@@ -166,6 +175,47 @@ class LLMBackends:
         Raises:
             LLMError: the call failed after the profile's retries, or returned no reply.
         """
+        if self.calls is not None:
+            return self._logged(self.calls, agent, profile, messages, sender, fields)
+        return self._asked(agent, profile, messages, sender, fields)
+
+    def _logged(
+        self,
+        log: CallLog,
+        agent: StateAgent,
+        profile: ModelProfile,
+        messages: list[dict[str, Any]] | None,
+        sender: Agent | None,
+        fields: dict[str, Any],
+    ) -> tuple[str | dict[str, Any], Usage]:
+        """A call kept in ``log``, answered from its recording while one remains."""
+        shown = messages if messages is not None else agent.chat_messages.get(sender, [])  # type: ignore[arg-type]
+        key = messages_key(agent.system_message, shown)
+        if log.replaying:
+            rec = log.take(self._asking, key)
+            u = rec.usage
+            usage = Usage(
+                prompt_tokens=int(u.get("prompt_tokens", 0)),
+                completion_tokens=int(u.get("completion_tokens", 0)),
+                cached_tokens=int(u.get("cached_tokens", 0)),
+                cost=float(u.get("cost", 0.0)),
+                latency_s=0.0,  # not asked again: no time spent
+                model=str(u.get("model", "")),
+                profile=rec.profile,
+            )
+            return rec.reply, usage
+        reply, usage = self._asked(agent, profile, messages, sender, fields)
+        log.add(RecordedCall(self._asking, profile.name, reply, _usage_fields(usage), key))
+        return reply, usage
+
+    def _asked(
+        self,
+        agent: StateAgent,
+        profile: ModelProfile,
+        messages: list[dict[str, Any]] | None,
+        sender: Agent | None,
+        fields: dict[str, Any],
+    ) -> tuple[str | dict[str, Any], Usage]:
         wrapper = self.wrapper(profile)
         ep = self.endpoint(profile)
         t0 = time.perf_counter()
@@ -179,3 +229,14 @@ class LLMBackends:
         if not ok or reply is None:
             raise LLMError(f"profile {profile.name!r} returned no reply", profile=profile.name)
         return reply, ep.usage(agent.last_response, latency)
+
+
+def _usage_fields(u: Usage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "cached_tokens": u.cached_tokens,
+        "cost": u.cost,
+        "latency_s": round(u.latency_s, 4),
+        "model": u.model,
+    }

@@ -24,6 +24,7 @@ from stateflow.errors import (
     CheckpointNotFound,
     CheckpointSchemaUnsupported,
     CheckpointStoreUnavailable,
+    ClaimLost,
     ThreadBusy,
     ThreadNotFound,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "CheckpointSchemaUnsupported",
     "CheckpointStoreUnavailable",
     "Checkpointer",
+    "ClaimLost",
     "MemoryCheckpointer",
     "PostgresCheckpointer",
     "SQLiteCheckpointer",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["apply_delta", "payload_delta"]
+__all__ = ["apply_delta", "identity_delta", "payload_delta"]
 
 
 def payload_delta(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
@@ -36,6 +36,35 @@ def payload_delta(previous: Mapping[str, Any], current: Mapping[str, Any]) -> di
                 append[key] = value[len(old) :]
             else:
                 changed[key] = value
+    return {"append": append, "set": changed, "drop": sorted(k for k in previous if k not in current)}
+
+
+def identity_delta(previous: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """The delta from ``previous`` to ``current`` where "unchanged" means *the same object*.
+
+    For payloads built from shared, never-mutated parts (a run's encoder reuses each encoded
+    message): a key is left out only if it holds the very object it held before, and a list is
+    an append only if its first items are the very items of the previous list. Equal but distinct
+    values are written again, so the delta is exact in JSON terms (``1`` and ``1.0`` are equal in
+    Python, not in JSON) without encoding the unchanged parts to check it, which is what costs
+    in :func:`payload_delta`'s callers. Same format as :func:`payload_delta`.
+    """
+    append: dict[str, list[Any]] = {}
+    changed: dict[str, Any] = {}
+    for key, value in current.items():
+        old = previous.get(key, _MISSING)
+        if old is value:
+            continue
+        if (
+            isinstance(value, list)
+            and isinstance(old, list)
+            and len(old) <= len(value)
+            and all(a is b for a, b in zip(old, value, strict=False))
+        ):
+            if len(old) < len(value):
+                append[key] = value[len(old) :]
+            continue
+        changed[key] = value
     return {"append": append, "set": changed, "drop": sorted(k for k in previous if k not in current)}
 
 

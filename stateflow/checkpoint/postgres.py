@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from stateflow.checkpoint.record import Checkpoint, ThreadInfo, ThreadStatus
@@ -17,6 +18,7 @@ from stateflow.errors import (
     CheckpointCorrupt,
     CheckpointNotFound,
     CheckpointStoreUnavailable,
+    ClaimLost,
     ConfigError,
     ThreadBusy,
     ThreadNotFound,
@@ -80,6 +82,12 @@ class PostgresCheckpointer:
           holder's name is written to ``stateflow_claims`` for the other side's message only.
         - Rows store the changes since the previous step, with a full row every ``snapshot_every``
           steps (``stateflow.checkpoint.rows``); reads always return full payloads.
+        - A claim is checked before every ``put`` of its thread by this object: its connection
+          must still be alive and its session still hold the advisory lock (one round trip on
+          the claim's connection). A claim lost under a run (a server restart, a dropped
+          connection, ``pg_terminate_backend``) raises :class:`~stateflow.errors.ClaimLost`
+          before anything is written, so a run never goes on writing a thread that another
+          process may have claimed meanwhile; its earlier checkpoints stay readable.
         - A server that goes away raises :class:`~stateflow.errors.CheckpointStoreUnavailable`
           (naming the DSN without its password); committed checkpoints stay, and the next call
           reconnects.
@@ -111,6 +119,7 @@ class PostgresCheckpointer:
         self._lock = threading.RLock()  # one connection, used by one thread at a time
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
+        self._claims: dict[str, _Claim] = {}  # the claims this object holds, by thread
         self._run(self._create_schema)
 
     def __repr__(self) -> str:
@@ -130,9 +139,25 @@ class PostgresCheckpointer:
             self._conn = self._open()
         return self._conn
 
-    def _run(self, action: Callable[[psycopg.Connection[Any]], T]) -> T:
-        """``action(connection)`` under the lock; a lost server becomes CheckpointStoreUnavailable."""
+    def _run(self, action: Callable[[psycopg.Connection[Any]], T], *, read: bool = False) -> T:
+        """``action(connection)`` under the lock; a lost server becomes CheckpointStoreUnavailable.
+
+        ``read``: the action only reads, so when it fails on a connection opened before the
+        server restarted (psycopg learns that a connection is dead only by using it) it is run
+        once more on a new connection. Writes are never repeated: whether a commit that failed
+        that way took effect is unknown, and the step check decides on the caller's next put.
+        """
         with self._lock:
+            stale = self._conn is not None and not self._conn.closed
+            try:
+                return action(self._connection())
+            except self._psycopg.OperationalError as err:
+                lost = self._conn is not None and (self._conn.broken or self._conn.closed)
+                if lost and self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                if not (read and stale and lost):
+                    raise CheckpointStoreUnavailable(self.dsn, _first_line(err)) from err
             try:
                 return action(self._connection())
             except self._psycopg.OperationalError as err:
@@ -152,8 +177,13 @@ class PostgresCheckpointer:
     # -- the protocol -----------------------------------------------------------------------
 
     def put(self, checkpoint: Checkpoint) -> None:
-        """See :meth:`stateflow.checkpoint.Checkpointer.put`."""
+        """See :meth:`stateflow.checkpoint.Checkpointer.put`.
+
+        Raises:
+            ClaimLost: this object claimed the thread and the claim has ended (nothing written).
+        """
         c = checkpoint
+        self._check_claim(c.thread_id)
         parent_thread, parent_step = c.parent if c.parent is not None else (None, None)
         row = (c.thread_id, c.step, c.flow_name, c.state, str(c.status), c.created_at, parent_thread, parent_step)
 
@@ -163,11 +193,14 @@ class PostgresCheckpointer:
                 latest = self._latest_step(conn, c.thread_id)
                 if c.step != (0 if latest is None else latest + 1):
                     raise CheckpointConflict(c.thread_id, c.step, latest)
-                body, payload = encode_row(c, self._base(conn, c), self.snapshot_every)
+                body, payload = encode_row(
+                    c, self._base(conn, c), self.snapshot_every, self._cache.given(c.thread_id, c.step - 1)
+                )
                 conn.execute(
                     "INSERT INTO stateflow_checkpoints VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", (*row, body)
                 )
-            self._cache.remember(c.thread_id, c.step, payload)  # after the commit, under the lock
+            given = c.payload if c.payload_json is not None else None  # see encode_row
+            self._cache.remember(c.thread_id, c.step, payload, given)  # after the commit, under the lock
 
         self._run(write)
 
@@ -183,6 +216,25 @@ class PostgresCheckpointer:
         except CheckpointCorrupt:
             return None  # an unreadable base: this row starts afresh, full
         return self._cache.get(checkpoint.thread_id, checkpoint.step - 1)
+
+    def _check_claim(self, thread_id: str) -> None:
+        """Raise ClaimLost if this object's claim on ``thread_id`` has ended; no claim, no check."""
+        with self._lock:
+            held = self._claims.get(thread_id)
+        if held is None:
+            return
+        try:
+            row = held.conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
+                "AND granted AND classid = %s AND objid = %s AND objsubid = 1",
+                (held.classid, held.objid),
+            ).fetchone()
+        except self._psycopg.Error as err:
+            raise ClaimLost(thread_id, held.holder, f"postgres {redact_dsn(self.dsn)}", _first_line(err)) from err
+        if not (row and row[0]):
+            raise ClaimLost(
+                thread_id, held.holder, f"postgres {redact_dsn(self.dsn)}", "its session no longer holds the lock"
+            )
 
     @staticmethod
     def _latest_step(conn: psycopg.Connection[Any], thread_id: str) -> int | None:
@@ -207,7 +259,7 @@ class PostgresCheckpointer:
             step = self._latest_step(conn, thread_id)
             return None if step is None else self._read(conn, thread_id, step)
 
-        return self._run(read)
+        return self._run(read, read=True)
 
     def get(self, thread_id: str, step: int) -> Checkpoint:
         """See :meth:`stateflow.checkpoint.Checkpointer.get`."""
@@ -220,14 +272,15 @@ class PostgresCheckpointer:
                 raise CheckpointNotFound(thread_id, step, latest, f"postgres {redact_dsn(self.dsn)}")
             return self._read(conn, thread_id, step)
 
-        return self._run(read)
+        return self._run(read, read=True)
 
     def list(self, thread_id: str) -> builtins.list[Checkpoint]:
         """See :meth:`stateflow.checkpoint.Checkpointer.list`."""
         rows = self._run(
             lambda conn: conn.execute(
                 "SELECT step, body FROM stateflow_checkpoints WHERE thread_id = %s ORDER BY step", (thread_id,)
-            ).fetchall()
+            ).fetchall(),
+            read=True,
         )
         if not rows:
             raise ThreadNotFound(thread_id, f"postgres {redact_dsn(self.dsn)}")
@@ -235,7 +288,7 @@ class PostgresCheckpointer:
 
     def threads(self) -> builtins.list[ThreadInfo]:
         """See :meth:`stateflow.checkpoint.Checkpointer.threads`."""
-        rows = self._run(lambda conn: conn.execute(_THREADS_SQL).fetchall())
+        rows = self._run(lambda conn: conn.execute(_THREADS_SQL).fetchall(), read=True)
         return [
             ThreadInfo(
                 thread_id=tid,
@@ -260,7 +313,10 @@ class PostgresCheckpointer:
             raise CheckpointStoreUnavailable(self.dsn, _first_line(err)) from err
         try:
             try:
-                got = conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (thread_id,)).fetchone()
+                got = conn.execute(
+                    "SELECT pg_try_advisory_lock(k), k FROM (SELECT hashtextextended(%s, 0) AS k) AS key",
+                    (thread_id,),
+                ).fetchone()
                 if not (got and got[0]):
                     row = conn.execute(
                         "SELECT holder FROM stateflow_claims WHERE thread_id = %s", (thread_id,)
@@ -273,9 +329,14 @@ class PostgresCheckpointer:
                 )
             except self._psycopg.OperationalError as err:
                 raise CheckpointStoreUnavailable(self.dsn, _first_line(err)) from err
+            key = got[1] & 0xFFFFFFFFFFFFFFFF  # pg_locks shows a bigint key as two unsigned halves
+            with self._lock:
+                self._claims[thread_id] = _Claim(conn, holder, key >> 32, key & 0xFFFFFFFF)
             try:
                 yield
             finally:
+                with self._lock:
+                    self._claims.pop(thread_id, None)
                 if not conn.broken:
                     # Best effort: closing the connection below releases the lock anyway.
                     with suppress(self._psycopg.Error):
@@ -292,6 +353,17 @@ class PostgresCheckpointer:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """A claim this object holds: the connection whose session holds the lock, and the lock's key
+    as ``pg_locks`` shows it."""
+
+    conn: Any
+    holder: str
+    classid: int
+    objid: int
 
 
 def _first_line(err: BaseException) -> str:

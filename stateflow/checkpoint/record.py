@@ -62,6 +62,12 @@ class Checkpoint:
         created_at: when it was written (``time.time()``).
         parent: ``(thread_id, step)`` this thread was forked from, ``None`` for an original thread.
         schema_version: the record layout version it was written with.
+        payload_json: the payload's canonical JSON when the writer already has it (a run encodes
+            each message once: :class:`stateflow.run_state.PayloadEncoder`); it must equal
+            ``canonical_json(payload)``, and giving it promises that neither the payload nor
+            anything in it is changed afterwards (stores then compute the next step's delta by
+            object identity: :func:`stateflow.checkpoint.delta.identity_delta`). Not part of the
+            value (equality, ``repr``).
 
     Example:
         >>> cp = Checkpoint("t1", 0, "demo", "ab" * 32, "Init", ThreadStatus.RUNNING, {"h": ["hi"]}, 1.5)
@@ -79,6 +85,7 @@ class Checkpoint:
     created_at: float
     parent: tuple[str, int] | None = None
     schema_version: int = field(default=CHECKPOINT_SCHEMA_VERSION)
+    payload_json: str | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON types (the parent as a two-item list)."""
@@ -105,6 +112,11 @@ class Checkpoint:
         if problems:
             raise CheckpointInvalid(str(self.thread_id), _int_or(self.step), "; ".join(problems))
         try:
+            if self.payload_json is not None:
+                head = canonical_json({**self.to_dict(), "payload": _PAYLOAD_SLOT})
+                slot = canonical_json(_PAYLOAD_SLOT)
+                if head.count(slot) == 1:  # else a field holds the slot's text: encode it all
+                    return head.replace(slot, self.payload_json)
             return canonical_json(self.to_dict())
         except (TypeError, ValueError) as err:
             raise CheckpointInvalid(self.thread_id, self.step, f"payload is not JSON: {err}") from err
@@ -187,6 +199,10 @@ _FIELDS = (
     "schema_version",
 )
 _STATUSES = frozenset(s.value for s in ThreadStatus)
+
+
+_PAYLOAD_SLOT = "\x00payload\x00"
+"""Stands for the payload in a record encoded around a given ``payload_json``."""
 
 
 def _is_int(value: Any) -> bool:

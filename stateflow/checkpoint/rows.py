@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from stateflow.checkpoint.delta import apply_delta, payload_delta
+from stateflow.checkpoint.delta import apply_delta, identity_delta, payload_delta
 from stateflow.checkpoint.record import Checkpoint, canonical_json, load_json_text
 from stateflow.errors import CheckpointCorrupt
 
@@ -44,7 +44,7 @@ class PayloadCache:
     Payloads are kept as decoded from their canonical JSON, so no caller can mutate them.
     """
 
-    entries: OrderedDict[str, tuple[int, dict[str, Any]]] = field(default_factory=OrderedDict)
+    entries: OrderedDict[str, tuple[int, dict[str, Any], Mapping[str, Any] | None]] = field(default_factory=OrderedDict)
 
     def get(self, thread_id: str, step: int) -> dict[str, Any] | None:
         entry = self.entries.get(thread_id)
@@ -53,8 +53,15 @@ class PayloadCache:
         self.entries.move_to_end(thread_id)
         return entry[1]
 
-    def remember(self, thread_id: str, step: int, payload: dict[str, Any]) -> None:
-        self.entries[thread_id] = (step, payload)
+    def given(self, thread_id: str, step: int) -> Mapping[str, Any] | None:
+        """The payload object a writer put at ``step`` with its text (see :func:`encode_row`), if kept."""
+        entry = self.entries.get(thread_id)
+        return entry[2] if entry is not None and entry[0] == step else None
+
+    def remember(
+        self, thread_id: str, step: int, payload: dict[str, Any], given: Mapping[str, Any] | None = None
+    ) -> None:
+        self.entries[thread_id] = (step, payload, given)
         self.entries.move_to_end(thread_id)
         while len(self.entries) > _CACHED_THREADS:
             self.entries.popitem(last=False)
@@ -66,7 +73,10 @@ def window_start(step: int, snapshot_every: int) -> int:
 
 
 def encode_row(
-    checkpoint: Checkpoint, previous: Mapping[str, Any] | None, snapshot_every: int
+    checkpoint: Checkpoint,
+    previous: Mapping[str, Any] | None,
+    snapshot_every: int,
+    given: Mapping[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The text to store for ``checkpoint``, and its payload as stored (the writer's next base).
 
@@ -77,15 +87,30 @@ def encode_row(
 
     The returned payload is built from the stored text (never the caller's objects), so later
     mutations by the caller cannot reach it. A delta is kept only if it rebuilds the payload's
-    exact JSON: Python counts ``1``, ``1.0`` and ``True`` as equal, JSON does not.
+    exact JSON: Python counts ``1``, ``1.0`` and ``True`` as equal, JSON does not. That check
+    encodes the whole rebuilt payload, unless the writer gave the previous step's payload object
+    (``given``, kept only for a checkpoint that came with its ``payload_json``) and this one
+    comes with its text too: then the delta is :func:`~stateflow.checkpoint.delta.identity_delta`,
+    exact by construction (a part is reused only if it is the same, never-mutated object).
     """
     full = checkpoint.to_json()  # validates every field and the whole payload
+    if (
+        given is not None
+        and previous is not None
+        and checkpoint.payload_json is not None
+        and checkpoint.step % snapshot_every != 0
+    ):
+        record = checkpoint.to_dict()
+        record["payload"] = identity_delta(given, checkpoint.payload)
+        text = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
+        return text, apply_delta(previous, json.loads(canonical_json(record["payload"])))
     if previous is not None and checkpoint.step % snapshot_every != 0:
         record = checkpoint.to_dict()
         record["payload"] = payload_delta(previous, checkpoint.payload)
         text = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
-        rebuilt = apply_delta(previous, json.loads(text)["record"]["payload"])
-        if canonical_json(rebuilt) == canonical_json(checkpoint.payload):
+        rebuilt = apply_delta(previous, json.loads(canonical_json(record["payload"])))  # as a reader decodes it
+        expected = checkpoint.payload_json or canonical_json(checkpoint.payload)
+        if canonical_json(rebuilt) == expected:
             return text, rebuilt
     return full, json.loads(full)["payload"]
 

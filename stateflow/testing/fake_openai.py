@@ -155,8 +155,13 @@ class FakeOpenAIServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(length)
+                if len(data) < length:
+                    # The client died mid-request (e.g. a test's kill -9 between the headers and
+                    # the body): no request arrived, so none is recorded or answered.
+                    return
                 try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
+                    body = json.loads(data or b"{}")
                 except json.JSONDecodeError:
                     self._send(400, {"error": {"message": "invalid JSON"}})
                     return

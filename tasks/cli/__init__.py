@@ -2,8 +2,8 @@
 
 :data:`PLUGIN` is declared in ``pyproject.toml`` under the ``stateflow.plugins`` entry points;
 the core CLI loads it and gets the commands ``run``, ``resume``, ``threads``, ``history``, ``report``,
-``compare``, ``archive``, ``demo``, ``data``, ``bench paper``, ``optimize`` and ``ui``, and the named flows of every
-registered benchmark (``stateflow graph intercode-sql``).
+``compare``, ``archive``, ``demo``, ``data``, ``bench paper``, ``optimize``, ``ui`` and ``whatif``,
+and the named flows of every registered benchmark (``stateflow graph intercode-sql``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["PLUGIN", "registered_flows"]
 
 
 def _register(app: typer.Typer) -> None:
-    from stateflow.tasks.cli import bench, data, demo, optimize, results, run, threads, ui
+    from stateflow.tasks.cli import bench, data, demo, optimize, results, run, threads, ui, whatif
 
     run.register(app)
     demo.register(app)
@@ -30,6 +30,7 @@ def _register(app: typer.Typer) -> None:
     bench.register(app)
     optimize.register(app)
     ui.register(app)
+    whatif.register(app)
 
 
 def registered_flows() -> dict[str, Callable[[], Flow]]:

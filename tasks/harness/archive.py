@@ -5,7 +5,7 @@ episodes and is lost with it. The numbers published in ``docs/results.md`` must 
 paper comparison also keeps every record it reports in an archive file under ``docs/data/``
 (:func:`stateflow.tasks.harness.paper.run_paper`), one JSON-lines file per (benchmark, model), committed
 with the docs. An archived record is the episode record with its trace dropped
-(:func:`compact`): ``history``, ``transitions`` and ``eval`` are emptied, which makes a record
+(:func:`compact`): ``history``, ``transitions``, ``eval`` and ``calls`` are emptied, which makes a record
 about 1-2 KB instead of 10-100 KB; everything metrics, reports and resume read is kept (reward,
 tokens per state and model, wall time, status, the episode identity), and so is the last
 command executed (``last_action``), so a failure can still be read.
@@ -41,11 +41,17 @@ __all__ = ["RecordArchive", "compact"]
 
 # The trace fields: what an episode did, step by step. Reports and resume never read them.
 # ``bash_comparison`` goes with ``eval``: it explains a score from the outputs the archive drops.
-_TRACE_FIELDS: dict[str, object] = {"history": [], "transitions": [], "eval": {}, "bash_comparison": None}
+_TRACE_FIELDS: dict[str, object] = {
+    "history": [],
+    "transitions": [],
+    "eval": {},
+    "bash_comparison": None,
+    "calls": [],
+}
 
 
 def compact(record: EpisodeRecord) -> EpisodeRecord:
-    """``record`` without its trace (``history``, ``transitions``, ``eval`` emptied,
+    """``record`` without its trace (``history``, ``transitions``, ``eval``, ``calls`` emptied,
     ``bash_comparison`` dropped); every other field kept."""
     return record.model_copy(update=_TRACE_FIELDS)
 

@@ -24,6 +24,7 @@ from stateflow.tasks.kit.episode_record import SCHEMA_VERSION, EpisodeRecord
 from stateflow.tasks.kit.layout import opening_message
 
 from stateflow import ModelAssignment, ModelProfile, run
+from stateflow.backends.call_log import CallLog, RecordedCall
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 
@@ -52,7 +53,11 @@ def oracle_script(task: Task) -> ScriptedLLM:
 
 @dataclass(frozen=True)
 class EpisodeSpec:
-    """Everything an episode needs besides the environment."""
+    """Everything an episode needs besides the environment.
+
+    ``replay``: model calls that answer the episode's first calls instead of its models (a
+    what-if's recorded prefix; :mod:`stateflow.tasks.harness.whatif`).
+    """
 
     benchmark: Benchmark
     dataset: str
@@ -65,6 +70,7 @@ class EpisodeSpec:
     oracle: bool = False
     scripts: Mapping[str, ScriptedLLM] | None = None
     http: HttpClients | None = None
+    replay: tuple[RecordedCall, ...] = ()
 
 
 def crashed_local_servers(models: ModelAssignment) -> list[str]:
@@ -109,6 +115,7 @@ def run_episode(
         # One run's assignment serves several methods: each flow takes the keys naming its states
         # (the runner checked that every key names a state of some method's flow).
         models, scripts = spec.models.restricted_to(list(flow.states)), (spec.scripts or {})
+    calls = CallLog(replay=list(spec.replay))
     result = run(
         flow,
         # the question itself, unless the flow states it after its context (a prompt prefix
@@ -122,6 +129,7 @@ def run_episode(
         vars={"max_turns": spec.max_turns},
         timeout_s=spec.timeout_s,
         raise_errors=False,
+        calls=calls,
     )
     v = episode_vars(result)
     status = "ok"
@@ -180,6 +188,7 @@ def run_episode(
         "path": result.path,
         "transitions": [t.to_dict() for t in result.transitions],
         "history": result.history.to_list(),
+        "calls": calls.to_list(),
         "eval": {k: str(submit_info[k])[:2000] for k in ("agent_obs", "eval_obs") if k in submit_info},
         "bash_comparison": submit_info.get(COMPARISON),  # bash: what the reward compared (None elsewhere)
         "verdict": submit_info.get("verdict"),  # pdoctor: the oracle's findings (None elsewhere)

@@ -67,6 +67,9 @@ class EpisodeRecord(BaseModel):
         llm_calls, prompt_tokens, completion_tokens, cached_tokens, cost: model usage.
         usage_by_state, usage_by_model: the same per state / model profile.
         path, transitions, history: the run's trace.
+        calls: every model call in order (state, profile, reply, usage, request hash; see
+            :mod:`stateflow.backends.call_log`): what ``stateflow whatif`` replays an episode's
+            prefix from. Empty in records written before it existed and in archives.
         eval: upstream's evaluation observations (cut to 2,000 characters).
         bash_comparison: for Bash, what the reward compared (the file-system changes of both
             sides, the content checks, the parts of the score); ``None`` elsewhere and in
@@ -115,6 +118,7 @@ class EpisodeRecord(BaseModel):
     path: list[str] = Field(default_factory=list)
     transitions: list[dict[str, Any]] = Field(default_factory=list)
     history: list[dict[str, Any]] = Field(default_factory=list)
+    calls: list[dict[str, Any]] = Field(default_factory=list)
     eval: dict[str, str] = Field(default_factory=dict)
     bash_comparison: BashComparison | None = None
     verdict: dict[str, Any] | None = None

@@ -87,8 +87,8 @@ def test_records_written_before_schema_version_load_with_every_field(tmp_path):
     assert [r.schema_version for r in loaded] == [0, 0, 0]
     for r, d in zip(loaded, raw, strict=True):
         assert "schema_version" not in d
-        # nothing lost or changed; fields added later (last_action, sample) get their defaults
-        assert r.to_dict() == d | {"schema_version": 0, "last_action": None, "sample": None}
+        # nothing lost or changed; fields added later (last_action, sample, calls) get their defaults
+        assert r.to_dict() == d | {"schema_version": 0, "last_action": None, "sample": None, "calls": []}
     assert [(r.benchmark, r.method, r.success, r.turns) for r in loaded] == [
         ("intercode-sql", "stateflow", True, 2),
         ("intercode-sql", "try_again", True, 1),

@@ -9,13 +9,17 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
 
-from stateflow.checkpoint import CheckpointStoreUnavailable, PostgresCheckpointer
+from stateflow import resume
+from stateflow.checkpoint import CheckpointStoreUnavailable, ClaimLost, PostgresCheckpointer
+from stateflow.testing.fake_openai import FakeOpenAIServer
 from tests.core.checkpoint.contract import ROOT, CheckpointerContract, fill, make
 from tests.core.checkpoint.pg_server import PgServer
+from tests.core.durable.flows import fake_profile, responder
 
 
 class TestPostgresCheckpointer(CheckpointerContract):
@@ -118,4 +122,64 @@ def test_a_claim_is_released_when_its_connection_dies(pg_dsn: str) -> None:
             )
         with cp.claim("t", "second"):
             pass
+    cp.close()
+
+
+def _run_losing_its_claim(
+    server: PgServer, fake_url: str, lose: Any
+) -> tuple[PostgresCheckpointer, pytest.ExceptionInfo, Any]:
+    """A checkpointed run whose second edit calls ``lose()`` (the claim goes away mid-run);
+    returns the store, the run's error and the flow (whose tool loses the claim only once)."""
+    from stateflow import run
+    from tests.core.durable.flows import edit, fake_profile, long_flow
+
+    edits: list[int] = []
+
+    def sabotaged(ctx):
+        edits.append(1)
+        if len(edits) == 2:
+            lose()
+        return edit(ctx)
+
+    cp = PostgresCheckpointer(server.dsn(), connect_timeout=5)
+    flow = long_flow(fake_url, tool=sabotaged)
+    with pytest.raises(ClaimLost) as err:
+        run(flow, "T", models=fake_profile(fake_url), thread_id="t", checkpointer=cp, telemetry=False)
+    assert len(edits) == 2  # the run stopped at the first checkpoint after the loss
+    return cp, err, flow
+
+
+def test_a_claim_ended_by_the_server_mid_run_fails_the_run_and_keeps_its_checkpoints(own_server: PgServer) -> None:
+    def terminate_claims() -> None:
+        with psycopg.connect(own_server.dsn(), autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND pid <> pg_backend_pid()"
+            ).fetchall()
+        assert ended == [(True,)]  # exactly the run's claim
+
+    with FakeOpenAIServer(responder) as fake:
+        cp, err, _ = _run_losing_its_claim(own_server, fake.url, terminate_claims)
+    assert err.value.thread_id == "t" and "claim" in str(err.value) and "resume" in str(err.value)
+    written = cp.list("t")
+    # the last checkpoint is the one before the loss (Edit entered the second time), readable,
+    # and the run wrote nothing after it (not even a "failed" row: the thread may belong to another)
+    assert [c.state for c in written][-1] == "Edit" and written[-1].status.value == "running"
+    assert cp.latest("t") == written[-1]
+    cp.close()
+
+
+def test_a_server_restart_mid_run_fails_the_run_with_claim_lost_and_the_thread_resumes(own_server: PgServer) -> None:
+    def restart() -> None:
+        own_server.stop(immediate=True)  # a crash: the claim's session dies with the server
+        own_server.start()
+
+    with FakeOpenAIServer(responder) as fake:
+        cp, err, flow = _run_losing_its_claim(own_server, fake.url, restart)
+        assert "the claim of" in str(err.value) and "postgres" in str(err.value)
+        last = cp.latest("t")  # the same object reads again (its old connection died with the server)
+        assert last is not None and last.state == "Edit" and last.status.value == "running"
+        done = resume("t", checkpointer=cp, flow=flow, models=fake_profile(fake.url), telemetry=False)
+    assert done.stop_reason == "final" and done.path[-1] == "Done"
+    assert cp.latest("t").status.value == "finished"
     cp.close()

@@ -1,0 +1,116 @@
+"""Incremental checkpoint encoding: the same payloads and rows as encoding everything at every step.
+
+A run encodes each message once (:class:`~stateflow.run_state.PayloadEncoder`), hands the
+payload's text to the store (``Checkpoint.payload_json``), and the database stores write deltas
+by object identity (:func:`~stateflow.checkpoint.delta.identity_delta`). Each shortcut must give
+exactly what the full encoding gives: the payload, its canonical JSON, and what a reader rebuilds.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stateflow import run
+from stateflow.checkpoint import Checkpoint, MemoryCheckpointer, SQLiteCheckpointer, ThreadStatus
+from stateflow.checkpoint.delta import apply_delta, identity_delta
+from stateflow.checkpoint.record import canonical_json
+from stateflow.run_state import PayloadEncoder, RunState
+from stateflow.testing.fake_openai import FakeOpenAIServer
+from stateflow.threads import ThreadJournal
+from tests.core.durable.flows import fake_profile, long_flow, responder
+
+
+def _states_of_a_run(monkeypatch) -> list[RunState]:
+    """Every RunState a real checkpointed run saves, in order."""
+    seen: list[RunState] = []
+    save = ThreadJournal.save
+
+    def keep(journal: ThreadJournal, state: RunState, status: str) -> None:
+        seen.append(state)
+        save(journal, state, status)
+
+    monkeypatch.setattr(ThreadJournal, "save", keep)
+    with FakeOpenAIServer(responder) as srv:
+        run(long_flow(srv.url), "T", models=fake_profile(srv.url), checkpointer=MemoryCheckpointer(), telemetry=False)
+    return seen
+
+
+def test_the_encoder_gives_the_full_encoding_of_every_state_of_a_run(monkeypatch) -> None:
+    states = _states_of_a_run(monkeypatch)
+    assert len(states) >= 9
+    encoder = PayloadEncoder()
+    for state in states:
+        payload = state.to_payload(encoder)
+        assert payload == state.to_payload()
+        assert encoder.json(payload) == canonical_json(payload)
+    # a list that does not just grow (an item replaced) is encoded again from that item on
+    last = states[-1]
+    swapped = replace(last, chat=[{"name": "x", "role": "user", "content": "other"}, *last.chat[1:]])
+    assert swapped.to_payload(encoder) == swapped.to_payload()
+    assert encoder.json(swapped.to_payload(encoder)) == canonical_json(swapped.to_payload())
+
+
+def test_a_checkpoint_with_its_payload_text_encodes_to_the_same_record() -> None:
+    payload = {"history": [{"content": "ä \u2028", "n": 1.0}], "vars": {"x": True}}
+    plain = Checkpoint("t", 3, "f", "a" * 64, "S", ThreadStatus.RUNNING, payload, 2.5)
+    given_text = replace(plain, payload_json=canonical_json(payload))
+    assert given_text.to_json() == plain.to_json() and given_text == plain
+    # a field holding the placeholder's text cannot confuse the splice
+    odd = replace(given_text, state="\x00payload\x00")
+    assert json.loads(odd.to_json())["payload"] == payload
+
+
+scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.0, 1.0, -0.0, 2.5]) | st.text(max_size=3)
+
+
+@given(old=st.lists(scalars, max_size=4), new=st.lists(scalars, max_size=4), keep=st.integers(0, 4))
+def test_an_identity_delta_rebuilds_the_exact_json(old: list[Any], new: list[Any], keep: int) -> None:
+    # the next payload shares a prefix of the previous one's items (as a run's encoder does) and
+    # may hold equal-but-different values (1 and 1.0 and True) that JSON tells apart
+    shared = old[:keep]
+    previous = {"history": old, "vars": {"n": 1}}
+    current = {"history": [*shared, *new], "vars": {"n": 1.0}}
+    stored = json.loads(canonical_json(previous))
+    delta = json.loads(canonical_json(identity_delta(previous, current)))
+    assert canonical_json(apply_delta(stored, delta)) == canonical_json(current)
+
+
+@pytest.mark.parametrize(
+    ("sync", "expected"),
+    [
+        # connections start NORMAL; FULL for the pause, back for the next transition
+        ("pauses", ["PRAGMA synchronous=FULL", "PRAGMA synchronous=NORMAL"]),
+        # and FULL again for the end
+        ("status", ["PRAGMA synchronous=FULL", "PRAGMA synchronous=NORMAL", "PRAGMA synchronous=FULL"]),
+        ("normal", []),
+    ],
+)
+def test_sqlite_fsyncs_only_the_checkpoints_its_policy_names(tmp_path: Path, sync: str, expected: list[str]) -> None:
+    cp = SQLiteCheckpointer(tmp_path / "runs.db", sync=sync)
+    levels: list[str] = []
+    conn = cp._connect()  # this thread's connection: record what it is told
+    conn.set_trace_callback(lambda sql: levels.append(sql) if sql.startswith("PRAGMA synchronous") else None)
+    statuses = [ThreadStatus.RUNNING, ThreadStatus.RUNNING, ThreadStatus.PAUSED, ThreadStatus.RUNNING]
+    for step, status in enumerate([*statuses, ThreadStatus.FINISHED]):
+        cp.put(Checkpoint("t", step, "f", "a" * 64, "S", status, {"n": step}, 0.0))
+    assert levels == expected
+    assert [c.status for c in cp.list("t")][-1] is ThreadStatus.FINISHED
+    cp.close()
+    with sqlite3.connect(tmp_path / "runs.db") as check:
+        assert check.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_sqlite_sync_policies_and_the_former_switch(tmp_path: Path) -> None:
+    assert SQLiteCheckpointer(tmp_path / "a.db").sync == "pauses"
+    assert SQLiteCheckpointer(tmp_path / "b.db", durable=True).sync == "full"
+    assert SQLiteCheckpointer(tmp_path / "c.db", durable=False).sync == "normal"
+    with pytest.raises(ValueError, match="pauses, status, full, normal"):
+        SQLiteCheckpointer(tmp_path / "d.db", sync="sometimes")
