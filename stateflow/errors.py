@@ -21,6 +21,7 @@ __all__ = [
     "FlowDefinitionError",
     "LLMError",
     "NoTransitionError",
+    "RunCancelled",
     "RunTimeout",
     "StateDefinitionError",
     "StateFlowError",
@@ -154,6 +155,11 @@ class ChatEndedError(StateFlowError):
 
 class RunTimeout(StateFlowError):
     """A run exceeded its wall-clock budget (checked before each output function)."""
+
+
+class RunCancelled(StateFlowError):
+    """A run was cancelled from outside (its stream's consumer went away, or ``arun`` was
+    cancelled); raised at its next event, so a streamed model reply stops within one token."""
 
 
 class LLMError(StateFlowError):
