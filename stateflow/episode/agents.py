@@ -1,0 +1,165 @@
+"""The AutoGen agents of one run and the group chat they speak in.
+
+Which agents exist is decided by the flow and the :class:`~stateflow.views.View`:
+
+* ``user`` opens the chat with the task;
+* ``instructions`` says a state's :class:`~stateflow.outputs.Prompt` texts;
+* ``environment`` runs :class:`~stateflow.outputs.Tool` s, registered in its AutoGen function map;
+* ``tools`` runs the tools given to ``LLM`` output functions;
+* one :class:`~stateflow.state_agent.StateAgent` per LLM agent name the view gives (one per state
+  in SF_Agent, one shared ``assistant`` in StateFlow);
+* a bridge per user :class:`~stateflow.outputs.AutoGenAgent` (the user's object is never modified);
+* ``human`` when a state asks a person.
+
+Each agent answers through one handler of :mod:`stateflow.episode.replies`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from autogen import Agent, ConversableAgent, GroupChat, GroupChatManager
+
+from stateflow.episode import replies
+from stateflow.errors import ConfigError
+from stateflow.outputs import LLM, AutoGenAgent, Human, Tool
+from stateflow.state_agent import StateAgent
+from stateflow.tool_protocol import ToolSet
+from stateflow.views import ASSISTANT, EXECUTOR, HUMAN, PROMPTER, RESERVED_NAMES, TOOLS, USER
+
+if TYPE_CHECKING:
+    from stateflow.episode.loop import Episode
+
+__all__ = ["ChatAgents", "build_agents"]
+
+Handler = Callable[["Episode", Agent, Any, "Agent | None"], str]
+
+
+@dataclass
+class ChatAgents:
+    """The agents of one run, the group chat and the tool registries its handlers need.
+
+    Attributes:
+        tool_keys: ``id(Tool)`` -> its key in ``executor``'s function map (two tools may share a
+            display name).
+        toolsets: ``id(LLM)`` -> the tools that output function may call.
+    """
+
+    user: ConversableAgent
+    prompter: ConversableAgent
+    executor: ConversableAgent
+    tool_runner: ConversableAgent
+    llm_agents: dict[str, StateAgent]
+    bridges: dict[str, ConversableAgent]
+    human: ConversableAgent | None
+    groupchat: GroupChat
+    manager: GroupChatManager
+    tool_keys: dict[int, str]
+    toolsets: dict[int, ToolSet]
+
+
+def _never_terminate(message: dict[str, Any]) -> bool:
+    """The chat manager's termination check: the flow, not a message text, ends a run."""
+    return False
+
+
+def _answering(ep: Episode, handler: Handler) -> Callable[..., tuple[bool, str]]:
+    """``handler`` in AutoGen's reply-function signature (it always answers)."""
+
+    def reply(recipient: Agent, messages: Any = None, sender: Agent | None = None, config: Any = None):
+        return True, handler(ep, recipient, messages, sender)
+
+    return reply
+
+
+def build_agents(ep: Episode) -> ChatAgents:
+    """Every agent ``ep``'s flow and view need, wired to ``ep``'s handlers, in one group chat
+    whose speaker selection is ``ep``'s transition function.
+
+    Raises:
+        ConfigError: two different tools or user agents share a name, or a name clashes with a
+            built-in agent.
+    """
+    flow, view = ep.flow, ep.view
+    quiet = {"llm_config": False, "human_input_mode": "NEVER", "code_execution_config": False}
+    user = ConversableAgent(USER, **quiet)
+    prompter = ConversableAgent(PROMPTER, **quiet)
+    prompter.register_reply([Agent, None], _answering(ep, replies.prompter_reply), position=0)
+    executor = ConversableAgent(EXECUTOR, **quiet)
+    executor.register_reply([Agent, None], _answering(ep, replies.tool_reply), position=0)
+    # Tools are registered in AutoGen's function map and invoked through it. Two different
+    # tools may share a display name, so each Tool object gets its own key.
+    tools: dict[str, Any] = {}
+    tool_keys: dict[int, str] = {}
+    for st in flow.states.values():
+        for out in st.outputs:
+            if isinstance(out, Tool) and id(out) not in tool_keys:
+                key = out.name if out.name not in tools else f"{out.name}_{len(tools)}"
+                tools[key] = out.fn
+                tool_keys[id(out)] = key
+    executor.register_function(tools)
+    # Tools given to LLM output functions run in their own executor's function map.
+    tool_runner = ConversableAgent(TOOLS, **quiet)
+    toolsets: dict[int, ToolSet] = {}
+    by_name: dict[str, Any] = {}
+    for st in flow.states.values():
+        for out in st.outputs:
+            if isinstance(out, LLM) and out.tools and id(out) not in toolsets:
+                toolset = ToolSet(out.tools)
+                for name, fn in toolset.functions().items():
+                    if by_name.setdefault(name, fn) is not fn:
+                        raise ConfigError(f"two different LLM tools are named {name!r}; rename one")
+                toolsets[id(out)] = toolset
+    tool_runner.register_function(by_name)
+    llm_agents: dict[str, StateAgent] = {}
+    for st in flow.states.values():
+        if not any(isinstance(o, LLM) for o in view.emitted_outputs(st)):
+            continue
+        name = view.llm_agent_name(st)
+        if name not in llm_agents:
+            if name != ASSISTANT and name in RESERVED_NAMES:
+                raise ConfigError(f"state name {name!r} clashes with a built-in agent; rename the state")
+            system = view.system_message(flow, st if name != ASSISTANT else None)
+            agent = StateAgent(name, system, system_last=view.system_last)
+            agent.register_reply([Agent, None], _answering(ep, replies.llm_reply), position=0)
+            llm_agents[name] = agent
+    # The user's own agents speak through bridges (the user's agent object is never modified).
+    bridges: dict[str, ConversableAgent] = {}
+    owners: dict[str, Any] = {}
+    for st in flow.states.values():
+        for out in view.emitted_outputs(st):
+            if not isinstance(out, AutoGenAgent):
+                continue
+            if owners.setdefault(out.name, out.agent) is not out.agent:
+                raise ConfigError(f"two different AutoGen agents are named {out.name!r}; rename one")
+            if out.name in RESERVED_NAMES or out.name in llm_agents:
+                raise ConfigError(f"agent name {out.name!r} clashes with a built-in or state agent; rename it")
+            if out.name not in bridges:
+                bridge = ConversableAgent(out.name, **quiet)
+                bridge.register_reply([Agent, None], _answering(ep, replies.agent_reply), position=0)
+                bridges[out.name] = bridge
+    human: ConversableAgent | None = None
+    if any(isinstance(o, Human) for st in flow.states.values() for o in view.emitted_outputs(st)):
+        human = ConversableAgent(HUMAN, llm_config=False, human_input_mode="ALWAYS", code_execution_config=False)
+        human.register_reply([Agent, None], _answering(ep, replies.human_reply), position=0)
+    members: list[Agent] = [user, prompter, executor, *llm_agents.values()]
+    members += [*bridges.values(), *([human] if human is not None else [])]
+    # AutoGen's round bound only backs up the flow's own bound: a state takes one round per
+    # output function the view emits, plus the selection that leaves it.
+    per_state = max((len(view.emitted_outputs(s)) for s in flow.states.values()), default=1) + 1
+    groupchat = GroupChat(
+        agents=members,
+        messages=[],
+        max_round=(ep.max_transitions + 2) * per_state + 2,
+        speaker_selection_method=ep.select,
+        admin_name="__stateflow_admin__",
+        send_introductions=False,
+    )
+    manager = GroupChatManager(
+        groupchat, llm_config=False, human_input_mode="NEVER", silent=True, is_termination_msg=_never_terminate
+    )
+    return ChatAgents(
+        user, prompter, executor, tool_runner, llm_agents, bridges, human, groupchat, manager, tool_keys, toolsets
+    )
