@@ -1,8 +1,8 @@
 """How a running episode reports its events (:mod:`stateflow.events`) to a sink.
 
-The episode's trace is where steps and transitions are recorded, so the trace is where they are
-announced: :class:`TraceLog` is the episode's list of steps (or transitions) that hands every
-appended record to the :class:`Emitter` (the record itself, not a copy). Token deltas come from
+The episode announces every step its step log records and every transition it takes (the record
+itself, not a copy: ``StepLog.on_step``, ``Episode.on_transition``); the :class:`Emitter` turns
+them into events. Token deltas come from
 the model backend (:class:`TokenTap`, AutoGen's stream events); the run's start and end come
 from :mod:`stateflow.runtime`.
 
@@ -13,15 +13,12 @@ like any other failure (that is how a stream's consumer cancels a run:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from stateflow.events import EventSink, StateEntered, TokenDelta, TransitionTaken, event_for_step
 from stateflow.trace import Step, TransitionRecord
 
-__all__ = ["Emitter", "TokenTap", "TraceLog"]
-
-R = TypeVar("R", Step, TransitionRecord)
+__all__ = ["Emitter", "TokenTap"]
 
 
 class Emitter:
@@ -51,22 +48,6 @@ class Emitter:
     def token(self, agent: str, text: str) -> None:
         if text:
             self.sink(TokenDelta(self.state, agent, text))
-
-
-class TraceLog(list, Generic[R]):  # type: ignore[type-arg]
-    """A run's list of steps or transitions that announces each appended record.
-
-    The record is appended first, then announced: a sink that raises (cancels) leaves the trace
-    complete up to that record.
-    """
-
-    def __init__(self, records: Iterable[R], announce: Any):
-        super().__init__(records)
-        self._announce = announce
-
-    def append(self, record: R) -> None:
-        super().append(record)
-        self._announce(record)
 
 
 class TokenTap:

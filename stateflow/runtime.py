@@ -26,7 +26,7 @@ from stateflow.backends.cassette import Cassette
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 from stateflow.checkpoint import Checkpointer
-from stateflow.emitter import Emitter, TraceLog
+from stateflow.emitter import Emitter
 from stateflow.episode import Episode
 from stateflow.errors import CheckpointError, ConfigError, RunCancelled
 from stateflow.events import EventSink, Interrupted, RunFinished, RunStarted, StateEntered
@@ -93,8 +93,8 @@ def _announced(episode: Episode, on_event: EventSink, thread_id: str | None, tok
     emitter = Emitter(on_event, episode.ctx.state, len(episode.transitions))
     on_event(RunStarted(episode.flow.name, episode.view.name, episode.ctx.task, episode.ctx.state, thread_id))
     on_event(StateEntered(episode.ctx.state, len(episode.transitions)))
-    episode.steps = TraceLog(episode.steps, emitter.step)
-    episode.transitions = TraceLog(episode.transitions, emitter.transition)
+    episode.log.on_step = emitter.step
+    episode.on_transition = emitter.transition
     if tokens:
         episode.backends.emitter = emitter
 
@@ -112,8 +112,6 @@ def _finish(
     result = episode.run()
     result.thread_id = thread_id
     if on_event is not None:
-        # the result keeps plain lists (it is pickled to other processes, compared, saved)
-        result.steps, result.transitions = list(result.steps), list(result.transitions)
         with contextlib.suppress(RunCancelled):  # a consumer that left has nothing to receive
             if result.pending is not None:
                 on_event(Interrupted(result.pending, thread_id))

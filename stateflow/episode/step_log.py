@@ -9,6 +9,7 @@ step (checkpoints, streamed events, telemetry) has one hook to attach to.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from stateflow.context import Context
@@ -29,6 +30,9 @@ class StepLog:
 
     def __init__(self, ctx: Context, history: History, steps: list[Step]):
         self.ctx, self.history, self.steps = ctx, history, steps
+        #: called with every step once it is appended (a streamed run's events; see
+        #: :mod:`stateflow.emitter`); what it raises ends the run
+        self.on_step: Callable[[Step], None] | None = None
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -70,4 +74,6 @@ class StepLog:
             started_at=time.time() - latency_s,
         )
         self.steps.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
         return step
