@@ -34,9 +34,15 @@ class Emitter:
         self.sink = sink
         self.state = state
         self.visits = visits
+        self._streamed = False  # a model call streamed since the last step
+
+    def streaming(self) -> None:
+        """A model call is about to stream (its step, when recorded, says so)."""
+        self._streamed = True
 
     def step(self, step: Step) -> None:
-        for event in event_for_step(step):
+        streamed, self._streamed = self._streamed, False
+        for event in event_for_step(step, streamed=streamed):
             self.sink(event)
 
     def transition(self, record: TransitionRecord) -> None:

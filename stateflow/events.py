@@ -144,9 +144,12 @@ class JudgeAsked:
 
 @dataclass(frozen=True, slots=True)
 class StepRecorded:
-    """A step appended to the run's trace (the same :class:`Step` object the result keeps)."""
+    """A step appended to the run's trace (the same :class:`Step` object the result keeps);
+    ``streamed``: its model reply arrived as :class:`TokenDelta` events first (a reply that only
+    calls tools streams no text)."""
 
     step: Step
+    streamed: bool = False
     type: str = "step"
 
     def to_dict(self) -> dict[str, Any]:
@@ -257,9 +260,9 @@ def _is_tool(step: Step) -> bool:
     return step.output.startswith(("tool[", "tool_call["))
 
 
-def event_for_step(step: Step) -> list[Event]:
+def event_for_step(step: Step, *, streamed: bool = False) -> list[Event]:
     """The events that report ``step``: a tool's call and result, a judge's question and answer,
-    else the step itself."""
+    else the step itself (``streamed``: its model call streamed)."""
     if _is_tool(step):
         tool = step.detail.get("tool") or step.output[step.output.index("[") + 1 : -1]
         returned = ToolReturned(step)
@@ -267,7 +270,7 @@ def event_for_step(step: Step) -> list[Event]:
     if step.output.startswith("judge["):
         return [JudgeAsked(step.state, step.output[len("judge[") : -1], str(step.detail.get("question", ""))),
                 JudgeAnswered(step)]  # fmt: skip
-    return [StepRecorded(step)]
+    return [StepRecorded(step, streamed)]
 
 
 def events_of(result: RunResult, *, task: str = "") -> Iterator[Event]:

@@ -146,8 +146,16 @@ async def astream_call(call: Callable[[Callable[[Event], None]], RunResult]) -> 
             yield item
     finally:
         run.cancelled.set()
-        # the run's thread ends at its next event; wait for it even if we are being cancelled
-        await asyncio.shield(ended)
+        # The run's thread ends at its next event: wait for it even while being cancelled (anyio,
+        # e.g. Starlette on a client disconnect, re-delivers the cancellation at every await).
+        interrupted = False
+        while not ended.done():
+            try:
+                await asyncio.shield(ended)
+            except asyncio.CancelledError:
+                interrupted = True
+        if interrupted:
+            raise asyncio.CancelledError
     if run.error is not None:
         raise run.error
 

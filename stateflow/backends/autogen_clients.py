@@ -193,6 +193,7 @@ class LLMBackends:
         from stateflow.emitter import TokenTap
 
         assert self.emitter is not None
+        self.emitter.streaming()
         tap = TokenTap(self.emitter, agent.name, IOStream.get_default())
         with IOStream.set_default(tap):
             try:

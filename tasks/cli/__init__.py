@@ -2,7 +2,7 @@
 
 :data:`PLUGIN` is declared in ``pyproject.toml`` under the ``stateflow.plugins`` entry points;
 the core CLI loads it and gets the commands ``run``, ``resume``, ``threads``, ``history``, ``report``,
-``compare``, ``archive``, ``demo``, ``data``, ``bench paper`` and ``ui``, and the named flows of every
+``compare``, ``archive``, ``demo``, ``data``, ``bench paper``, ``ui`` and ``serve``, and the named flows of every
 registered benchmark (``stateflow graph intercode-sql``).
 """
 
@@ -20,7 +20,7 @@ __all__ = ["PLUGIN", "registered_flows"]
 
 
 def _register(app: typer.Typer) -> None:
-    from stateflow.tasks.cli import bench, data, demo, results, run, threads, ui
+    from stateflow.tasks.cli import bench, data, demo, results, run, serve, threads, ui
 
     run.register(app)
     demo.register(app)
@@ -29,6 +29,7 @@ def _register(app: typer.Typer) -> None:
     data.register(app)
     bench.register(app)
     ui.register(app)
+    serve.register(app)
 
 
 def registered_flows() -> dict[str, Callable[[], Flow]]:
