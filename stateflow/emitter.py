@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateflow.events import EventSink, StateEntered, TokenDelta, TransitionTaken, event_for_step
+from stateflow.events import Event, EventSink, StateEntered, TokenDelta, TransitionTaken, event_for_step
 from stateflow.trace import Step, TransitionRecord
 
 __all__ = ["Emitter", "TokenTap"]
@@ -35,14 +35,22 @@ class Emitter:
         self.state = state
         self.visits = visits
         self._streamed = False  # a model call streamed since the last step
+        self._announced = False  # the next step's call (tool, judge) was reported live
 
     def streaming(self) -> None:
         """A model call is about to stream (its step, when recorded, says so)."""
         self._streamed = True
 
+    def call(self, event: Event) -> None:
+        """A tool call or a judge's question, reported when it starts (its step follows)."""
+        self._announced = True
+        self.sink(event)
+
     def step(self, step: Step) -> None:
         streamed, self._streamed = self._streamed, False
-        for event in event_for_step(step, streamed=streamed):
+        announced, self._announced = self._announced, False
+        events = event_for_step(step, streamed=streamed)
+        for event in events[1:] if announced and len(events) == 2 else events:
             self.sink(event)
 
     def transition(self, record: TransitionRecord) -> None:

@@ -94,6 +94,7 @@ def _announced(episode: Episode, on_event: EventSink, thread_id: str | None, tok
     on_event(RunStarted(episode.flow.name, episode.view.name, episode.ctx.task, episode.ctx.state, thread_id))
     on_event(StateEntered(episode.ctx.state, len(episode.transitions)))
     episode.log.on_step = emitter.step
+    episode.log.on_call = emitter.call
     episode.on_transition = emitter.transition
     if tokens:
         episode.backends.emitter = emitter

@@ -17,6 +17,7 @@ from autogen import Agent, ConversableAgent
 from stateflow.episode.levers import cut, guarded, retried, voted
 from stateflow.episode.tool_calls import llm_with_tools, run_tool
 from stateflow.errors import LLMError, StateFlowError, ToolError
+from stateflow.events import ToolCalled
 from stateflow.messages import Kind, Message, Usage
 from stateflow.outputs import LLM, AutoGenAgent, Human, Prompt, Tool, ToolResult
 from stateflow.state_agent import StateAgent, render_calls, reply_text, usage_totals
@@ -44,6 +45,7 @@ def tool_reply(ep: Episode, recipient: Agent, messages: Any, sender: Agent | Non
     """
     out = ep.current
     assert isinstance(out, Tool)
+    ep.log.announce(ToolCalled(ep.ctx.state, out.name, None))
     t0 = time.perf_counter()
     try:
         result = ep.agents.executor.function_map[ep.agents.tool_keys[id(out)]](ep.ctx)

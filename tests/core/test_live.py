@@ -236,3 +236,41 @@ def test_an_error_in_the_consumer_cancels_the_run():
         result = run(_flow(), "t", models=_profile(srv.url), on_event=sink, raise_errors=False)
     assert result.status == "failed" and "RunCancelled" in (result.error or "")
     assert len(result.transitions) == 1  # the transition was recorded, then the run stopped
+
+
+def test_tool_calls_and_judge_questions_are_reported_before_they_run():
+    seen: list = []
+    at_call: list = []
+
+    def watched(ctx) -> ToolResult:
+        at_call.append(seen[-1])  # what the consumer had received when the tool started
+        return ToolResult("ok", {"ok": True})
+
+    work = State("Work", Tool(watched, "watched"))
+    check = State("Check", Prompt("Check."), LLM())
+    end = State("End", final=True)
+    done = Judge("Is it done?", name="done")
+    flow = Flow(
+        "early",
+        initial=work,
+        states=[work, check, end],
+        transitions=[
+            Transition(work, check),
+            Transition(check, end, when=done.answer_is("yes")),
+            Transition(check, check),
+        ],
+    )
+
+    def reply(model, messages, body):
+        if "Question: Is it done?" in str(messages[-1].get("content")):
+            assert isinstance(seen[-1], JudgeAsked)  # the question was out before the judge's model call
+            return "yes"
+        return "checked"
+
+    with FakeOpenAIServer(reply) as srv:
+        result = run(flow, "t", models=_profile(srv.url), on_event=seen.append)
+    assert result.exit_state == "End", result.error
+    assert isinstance(at_call[0], ToolCalled) and at_call[0].tool == "watched"
+    assert sum(isinstance(e, ToolCalled) for e in seen) == 1  # reported once, not again with its step
+    assert sum(isinstance(e, JudgeAsked) for e in seen) == 1
+    assert _comparable([e for e in seen if not isinstance(e, TokenDelta)]) == _comparable(events_of(result, task="t"))
