@@ -69,6 +69,26 @@ class ToolSet:
         body = ", ".join(f"{json.dumps(p)}: <{spec.get('type', 'value')}>" for p, spec in params.items())
         return f"{name}[{{{body}}}]"
 
+    def arguments_template(self, name: str) -> str:
+        """Tool ``name``'s arguments as a JSON object with a ``<type>`` placeholder per value, e.g.
+        ``{"a": <number>, "b": <number>}`` (what a function-calling model should send)."""
+        return self.call_template(name).removeprefix(f"{name}[").removesuffix("]")
+
+    def native_call_problem(self, name: str, arguments: str | None) -> str | None:
+        """Why a function call of tool ``name`` with the JSON text ``arguments`` cannot run, as one
+        short line a model can act on; ``None`` when it can (or ``name`` is not one of these tools:
+        AutoGen's own "not found" answer says that well enough)."""
+        if name not in self.tools:
+            return None
+        try:
+            value = json.loads(arguments or "{}")
+        except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, dict):
+            return f"the arguments must be a JSON object: {self.arguments_template(name)}"
+        problem = self.check_arguments(name, value)
+        return None if problem is None else f"{problem}. Send the arguments as: {self.arguments_template(name)}"
+
     def check_arguments(self, name: str, arguments: dict[str, Any]) -> str | None:
         """Why ``arguments`` do not fit tool ``name``'s signature (``None`` when they do, or when
         the signature cannot be checked here; the tool's own validation still runs)."""

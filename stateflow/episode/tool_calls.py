@@ -72,20 +72,19 @@ def llm_with_tools(
             messages.append({"role": "assistant", "content": reply.get("content"), "tool_calls": calls})
             for call in calls:
                 fn = call["function"]
-                result = run_tool(ep, fn.get("name", ""), fn.get("arguments"), call.get("id"))
+                name, arguments = fn.get("name", ""), fn.get("arguments")
+                # bad arguments get one short line back, not pydantic's multi-line report with URLs
+                problem = toolset.native_call_problem(name, arguments)
+                if problem is None:
+                    result = run_tool(ep, name, arguments, call.get("id"))
+                else:
+                    result = _refused(ep, name, arguments, problem, call.get("id"))
                 messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": result})
                 transcript.append(f"Observation: {result}")
         else:
             assert action is not None
             if action.error is not None:
-                result = f"error: {action.error}"
-                ep.log.record(
-                    f"tool_call[{action.name}]",
-                    Message("user", action.name, ep.ctx.state, Kind.TOOL, result, meta={"ok": False}),
-                    None,
-                    0.0,
-                    {"tool": action.name, "arguments": action.arguments, "ok": False},
-                )
+                result = _refused(ep, action.name, action.arguments, action.error, None)
             else:
                 result = run_tool(ep, action.name, action.arguments, None)
             messages += [
@@ -94,6 +93,21 @@ def llm_with_tools(
             ]
             transcript.append(f"Observation: {result}")
     raise AssertionError("unreachable")
+
+
+def _refused(ep: Episode, name: str, arguments: str | None, problem: str, call_id: str | None) -> str:
+    """Record a tool call that was not run because its arguments were wrong; returns the error
+    text the model gets back."""
+    result = f"error: {problem}"
+    meta: dict[str, Any] = {"ok": False, **({"call_id": call_id} if call_id else {})}
+    ep.log.record(
+        f"tool_call[{name}]",
+        Message("user", name, ep.ctx.state, Kind.TOOL, result, meta=meta),
+        None,
+        0.0,
+        {"tool": name, "arguments": arguments, "ok": False},
+    )
+    return result
 
 
 def run_tool(

@@ -143,6 +143,31 @@ def test_a_wrongly_typed_or_incomplete_text_call_gets_a_short_readable_error_not
     ]
 
 
+def test_a_wrongly_typed_or_malformed_function_call_gets_a_short_readable_error_and_does_not_run():
+    example = load_example("function_calling")
+    calls = iter(
+        [
+            {"tool_calls": [{"name": "multiply", "arguments": {"a": "three", "b": 39}}]},
+            {"tool_calls": [{"name": "multiply", "arguments": {"a": 3, "c": 39}}]},
+            "Answer: unknown",
+        ]
+    )
+    with FakeOpenAIServer(lambda m, msgs, b: next(calls)) as srv:
+        result = example.main("m", base_url=srv.url, native=True)
+        requests = list(srv.requests)
+    tools = result.history.of_kind(Kind.TOOL)
+    send_as = 'Send the arguments as: {"a": <number>, "b": <number>}'
+    assert [(m.content, m.meta["ok"]) for m in tools] == [
+        (f'error: "a" must be a valid number (got "three"). {send_as}', False),
+        (f'error: "b" is missing; "c" is not a parameter. {send_as}', False),
+    ]
+    # the model gets the same short line as the tool message answering its call, with the call's id
+    answer = requests[1]["messages"][-1]
+    assert answer["role"] == "tool" and answer["content"] == tools[0].content
+    assert answer["tool_call_id"] == tools[0].meta["call_id"]
+    assert not any("pydantic" in m.content or "validation error" in m.content for m in tools)
+
+
 # -- the examples as written, on the embedded 0.5B model (a few short calls each) ---------------
 
 
