@@ -59,15 +59,36 @@ def _served(flow: Flow, responder, **fake) -> Iterator[tuple[str, FakeOpenAIServ
         base = f"http://127.0.0.1:{port}"
         app = build_app(FlowService(flow, store, models=profile), base_url=base)
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
+        loops: list[asyncio.AbstractEventLoop] = []
+
+        def serve() -> None:
+            with asyncio.Runner() as runner:  # as uvicorn.run: leftover tasks are cancelled at the end
+                loops.append(runner.get_loop())
+                runner.run(server.serve())
+
+        thread = threading.Thread(target=serve, daemon=True)
         thread.start()
         while not server.started:
             time.sleep(0.02)
+        _LOOPS[base] = loops[0]
         try:
             yield base, srv, store
         finally:
             server.should_exit = True
             thread.join(10)
+            del _LOOPS[base]
+
+
+_LOOPS: dict[str, asyncio.AbstractEventLoop] = {}  # the server's event loop, by base URL (test-only)
+
+
+def _server_tasks(base: str) -> int:
+    """How many asyncio tasks the server's event loop has now."""
+
+    async def count() -> int:
+        return len(asyncio.all_tasks())
+
+    return asyncio.run_coroutine_threadsafe(count(), _LOOPS[base]).result(5)
 
 
 def _input(thread: str, text: str | None = "check the db", resume: list | None = None) -> dict:
@@ -162,6 +183,7 @@ def test_malformed_requests_get_a_4xx_with_a_reason():
 def test_a_client_that_disconnects_cancels_its_run_and_nothing_leaks():
     words = " ".join(f"w{i}" for i in range(300))
     with _served(_plain_flow(), lambda m, msgs, b: words, chunk_delay_s=0.01) as (base, srv, store):
+        idle_tasks = _server_tasks(base)
         with httpx.stream("POST", f"{base}/agui", json=_input("gone"), timeout=30) as r:
             for line in r.iter_lines():
                 if '"TEXT_MESSAGE_CONTENT"' in line:
@@ -170,6 +192,9 @@ def test_a_client_that_disconnects_cancels_its_run_and_nothing_leaks():
         while (srv.active or _live_threads()) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _live_threads() == []  # the run's thread ended
+        while _server_tasks(base) > idle_tasks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _server_tasks(base) == idle_tasks  # no task of the request is left on the server's loop
         assert srv.active == 0 and srv.aborted == 1  # its model stream was closed, not read to the end
         info = store.latest("gone")
         assert info is not None and info.status.value == "failed"  # resumable from its checkpoint
