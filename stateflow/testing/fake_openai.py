@@ -54,6 +54,18 @@ def _tool_call_message(reply: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return {"role": "assistant", "content": text or None, "tool_calls": calls}, text
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that closes its keep-alive connection (or leaves mid-stream) is normal here: no
+    traceback for it on stderr; any other handler error is still printed."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class FakeOpenAIServer:
     """A threaded HTTP server implementing ``POST /v1/chat/completions`` and ``GET /v1/models``.
 
@@ -85,7 +97,7 @@ class FakeOpenAIServer:
         #: the client ``(host, port)`` of each completion request, in order: one port per TCP
         #: connection, so tests can see whether clients share a connection pool.
         self.peers: list[tuple[str, int]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
 
