@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -48,8 +47,7 @@ from stateflow.trace import RunResult
 
 __all__ = ["arun", "astream", "astream_call", "stream", "stream_call"]
 
-_END = object()  # put on a run's queue after its last event
-_RUN_IDS = itertools.count()  # thread names only; an immutable counter object, no shared state
+_END = object()  # put on a run's queue after its last event (a sentinel, never changed)
 
 
 class _Run:
@@ -66,7 +64,7 @@ class _Run:
         self.cancelled = threading.Event()
         self.result: RunResult | None = None
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._main, name=f"stateflow-run-{next(_RUN_IDS)}", daemon=True)
+        self.thread = threading.Thread(target=self._main, name=f"stateflow-run-{id(self):x}", daemon=True)
 
     def _sink(self, event: Event) -> None:
         if self.cancelled.is_set():

@@ -40,6 +40,7 @@ from stateflow.backends.http import HttpClients
 from stateflow.checkpoint import Checkpointer, ThreadStatus
 from stateflow.errors import StateFlowError
 from stateflow.events import Event
+from stateflow.fingerprint import flow_fingerprint
 from stateflow.flow import Flow
 from stateflow.live import astream_call
 from stateflow.serve.agui import AGUITranslator, interrupt_id
@@ -177,8 +178,8 @@ def _plan(service: FlowService, incoming: RunAgentInput) -> RunCall:
         if incoming.resume:
             raise _Refused(404, f"thread {thread_id!r} does not exist: there is nothing to resume")
         return service.starter(_task_of(incoming), thread_id)
-    if latest.flow_fingerprint and latest.flow_name != service.flow.name:
-        raise _Refused(409, f"thread {thread_id!r} belongs to flow {latest.flow_name!r}, not {service.flow.name!r}")
+    if latest.flow_name != service.flow.name or latest.flow_fingerprint != flow_fingerprint(service.flow):
+        raise _Refused(409, f"thread {thread_id!r} was saved by another flow ({latest.flow_name!r}) or definition")
     if latest.status is ThreadStatus.FINISHED:
         raise _Refused(409, f"thread {thread_id!r} has finished; start another thread_id")
     if latest.status is not ThreadStatus.PAUSED:
@@ -240,10 +241,13 @@ def build_app(service: FlowService, *, base_url: str) -> Starlette:
                 yield encoder.encode(RunErrorEvent(message=str(err), code="refused"))
                 return
             translator = AGUITranslator(incoming.thread_id, incoming.run_id)
-            async with aclosing(astream_call(call)) as events:
-                async for event in events:
-                    for out in translator.translate(event):
-                        yield encoder.encode(out)
+            try:
+                async with aclosing(astream_call(call)) as events:
+                    async for event in events:
+                        for out in translator.translate(event):
+                            yield encoder.encode(out)
+            except StateFlowError as err:  # the run could not start (e.g. another process holds the thread)
+                yield encoder.encode(RunErrorEvent(message=f"{type(err).__name__}: {err}", code="not_started"))
 
     async def thread(request: Request) -> Response:
         thread_id = request.path_params["thread_id"]

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import httpx
 import uvicorn
 
-from stateflow import LLM, Flow, Human, MemoryCheckpointer, ModelProfile, Prompt, State, Transition
+from stateflow import LLM, Flow, Human, MemoryCheckpointer, ModelProfile, Prompt, State, Transition, run
 from stateflow.serve import FlowService, build_app
 from stateflow.testing.fake_openai import FakeOpenAIServer
 
@@ -178,6 +178,13 @@ def test_malformed_requests_get_a_4xx_with_a_reason():
         assert httpx.get(f"{base}/threads/missing").status_code == 404
         assert srv.requests == []  # nothing reached the model
         assert store.threads() == []  # nothing was recorded
+        other = Flow(
+            "other", initial=(s := State("S", Prompt("x"), LLM())), transitions=[Transition(s, State("E", final=True))]
+        )
+        profile = ModelProfile(name="p", model="m", base_url=srv.url, api_key_env=None)
+        run(other, "t", models=profile, checkpointer=store, thread_id="foreign")
+        r = httpx.post(f"{base}/agui", json=_input("foreign"))
+        assert r.status_code == 409 and "another flow" in r.json()["error"]
 
 
 def test_a_client_that_disconnects_cancels_its_run_and_nothing_leaks():
