@@ -344,7 +344,8 @@ def fork(
     Args:
         answer: the answer, when the checkpoint is a paused question.
         new_thread_id: the new thread's id (default: ``<thread_id>.<random>``).
-        Others: as for :func:`run`.
+
+    The other arguments are as for :func:`run`.
 
     Raises:
         ThreadNotFound / CheckpointNotFound: no such thread or step.

@@ -45,7 +45,8 @@ class BashEnv:
 
     Args:
         dataset: the tasks and their file systems.
-        agent_host, eval_host: where agent actions and gold commands run (distinct hosts).
+        agent_host: where the agent's actions run.
+        eval_host: where the gold commands run (a host distinct from ``agent_host``).
         exact_quoting: pass actions to bash verbatim instead of upstream's re-splitting.
 
     One instance is used by one thread at a time; several instances may run concurrently.

@@ -102,6 +102,16 @@ def _register(plugins: LoadedPlugins, console: Console) -> None:
         console.print(Text.assemble(("warning:", "yellow"), f" {problem}"), highlight=False, soft_wrap=True)
 
 
+def build_command(console: Console | None = None):  # -> the command tree (Typer's own click)
+    """The whole ``stateflow`` command tree, the core's commands and every plugin's.
+
+    Used by :mod:`stateflow.cli.reference` to document the commands from themselves. Plugin
+    load problems are printed to ``console`` (default: stderr), as :func:`main` does.
+    """
+    _register(load_plugins(), console or Console(stderr=True))
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the process exit code."""
     args, debug, otel = _take_global_flags(list(sys.argv[1:] if argv is None else argv))
