@@ -18,8 +18,15 @@ Measured over real HTTP on 127.0.0.1 (the server in a thread of this process):
 * baseline, in the same process: loading every record whole, as ``stateflow report`` does
   (:meth:`ResultsFile.load`); the index's time and memory are also given as ratios to it, which
   hold on a busy machine where the absolute times do not.
+* first page, before and after the persisted summaries (``--rounds`` rounds, alternating, so
+  both see the same machine load; medians): *before* is the former first page (the full index of
+  trace-less records, read with the former line reader, then the overview computed from them and
+  rendered); *after, cold* is
+  ``stateflow ui`` with no summary on disk yet (it summarises the file and writes the summary);
+  *after, warm* is the next start, which reads the persisted summary (over HTTP, server start
+  included). Memory: Python's traced allocations held by each structure.
 
-Usage: .venv/bin/python scripts/bench_ui.py [--episodes 10000] [--samples 50] [--keep DIR]
+Usage: .venv/bin/python scripts/bench_ui.py [--episodes 10000] [--samples 50] [--rounds 3] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -38,8 +45,11 @@ from urllib.parse import urlencode
 from stateflow.tasks.harness.records import ResultsFile
 from stateflow.tasks.harness.runner import RunSpec, evaluate
 from stateflow.tasks.sql.benchmark import INTERCODE_SQL
+from stateflow.tasks.ui import index as index_module
 from stateflow.tasks.ui.app import UiApp
 from stateflow.tasks.ui.index import RunIndex
+from stateflow.tasks.ui.lines import _parse_carefully, parse_line
+from stateflow.tasks.ui.overview import cells, state_bars, success_plot
 from stateflow.tasks.ui.server import running
 
 from stateflow import ModelAssignment
@@ -90,10 +100,99 @@ def _get(url: str) -> tuple[float, int]:
     return time.perf_counter() - t, len(body)
 
 
+def _careful_only(line: bytes, path: Path, number: int, identities: dict, *, light: bool = False):
+    """The line reader as it was before the one-step read (its code, moved, unchanged)."""
+    return None if not line.strip() else _parse_carefully(line, path, number, identities)
+
+
+def _first_page_before(big: Path) -> float:
+    """The former first page, as it was: index every record (trace-less) with the former line
+    reader, then the overview from the records."""
+    t = time.perf_counter()
+    index = RunIndex([big])
+    index_module.parse_line = _careful_only  # the bench only: the former reader, for this index
+    try:
+        for src in index.sources:  # what RunIndex's constructor did before the summaries
+            src.refresh()
+    finally:
+        index_module.parse_line = parse_line
+    rows = cells(ep.record for src in index.sources for ep in src.episodes.values())
+    app = UiApp(index)
+    body = app._page(
+        "overview.html",
+        rows=rows,
+        plot=success_plot(rows),
+        bars=state_bars(rows),
+        comparison=None,
+        pairs={},
+        a="",
+        b="",
+        problems=[],
+    ).body
+    assert body
+    return time.perf_counter() - t
+
+
+def _first_page_after(big: Path, summaries: Path) -> float:
+    """``stateflow ui``'s first page now: summaries (persisted in ``summaries``), server, GET /."""
+    t = time.perf_counter()
+    index = RunIndex([big], summaries=summaries)
+    index.refresh_summaries()
+    with running(UiApp(index, template_cache=summaries / "templates")) as server:
+        _get(server.url)
+        took = time.perf_counter() - t  # to the page's last byte (not the server's shutdown)
+    return took
+
+
+def first_page_rounds(big: Path, rounds: int) -> None:
+    """Before / after (cold, warm) first pages, alternating; medians, and the load average."""
+    before, cold, warm = [], [], []
+    for _ in range(rounds):
+        store = Path(tempfile.mkdtemp(prefix="bench-ui-summaries-"))
+        before.append(_first_page_before(big))
+        cold.append(_first_page_after(big, store))
+        warm.append(_first_page_after(big, store))
+    load = Path("/proc/loadavg").read_text().split()[0]
+    med = statistics.median
+    print(
+        f"first page, {rounds} rounds alternating (load average {load}): before {med(before) * 1000:.0f} ms; "
+        f"after: cold (no summary yet) {med(cold) * 1000:.0f} ms, warm (persisted summary) {med(warm) * 1000:.0f} ms "
+        f"({med(before) / med(warm):.1f}x faster)"
+    )
+    each = zip(before, cold, warm, strict=True)
+    print(
+        "   each round (before / cold / warm, ms): "
+        + "; ".join(f"{b * 1e3:.0f} / {c * 1e3:.0f} / {w * 1e3:.0f}" for b, c, w in each)
+    )
+    # a run in progress: one more record since the summary was written (a new task, then a re-run)
+    results = big / "results.jsonl"
+    first_line = results.read_bytes().split(b"\n", 1)[0]
+    with results.open("ab") as fh:
+        fh.write(first_line.replace(b'"task": ', b'"task": 77', 1) + b"\n")
+    grown = _first_page_after(big, store)
+    with results.open("ab") as fh:
+        fh.write(first_line + b"\n")
+    rerun = _first_page_after(big, store)
+    print(
+        f"   warm, after one appended record: {grown * 1000:.0f} ms (a new episode), "
+        f"{rerun * 1000:.0f} ms (a re-run episode: its older figures are read back)"
+    )
+    store = Path(tempfile.mkdtemp(prefix="bench-ui-summaries-"))
+    RunIndex([big], summaries=store).refresh_summaries()
+    tracemalloc.start()
+    warm_index = RunIndex([big], summaries=store)
+    warm_index.refresh_summaries()
+    held_summary, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    size = sum(f.stat().st_size for f in store.iterdir())
+    print(f"   persisted summary: {size / 1e6:.1f} MB on disk; a warm start holds {held_summary / 1e3:.0f} KB of it")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--episodes", type=int, default=10_000)
     ap.add_argument("--samples", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the before/after first-page comparison")
     ap.add_argument("--keep", type=Path, default=None, help="make the directory here (and keep it)")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-ui-"))
@@ -103,9 +202,12 @@ def main() -> None:
     size = (big / "results.jsonl").stat().st_size
     print(f"results file: {args.episodes} episodes, {size / 1e6:.1f} MB (made in {time.perf_counter() - t:.1f} s)")
 
+    first_page_rounds(big, args.rounds)
+
     rss0 = _rss_mb()
     t0 = time.perf_counter()
     index = RunIndex([big])
+    index.refresh()  # both levels: the full index and the summary
     t_index = time.perf_counter() - t0
     rss1 = _rss_mb()
     app = UiApp(index)
@@ -135,6 +237,8 @@ def main() -> None:
 
     tracemalloc.start()
     kept = RunIndex([big])
+    for src in kept.sources:  # the full index alone
+        src.refresh()
     held, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     del kept
@@ -142,7 +246,8 @@ def main() -> None:
     ResultsFile(big / "results.jsonl").load()
     t_full = time.perf_counter() - t
     t = time.perf_counter()
-    RunIndex([big])
+    for src in RunIndex([big]).sources:
+        src.refresh()
     t_index2 = time.perf_counter() - t
     tracemalloc.start()
     whole = ResultsFile(big / "results.jsonl").load()
@@ -150,9 +255,9 @@ def main() -> None:
     tracemalloc.stop()
     del whole
 
-    print(f"index ({len(eps)} episodes):          {t_index * 1000:8.0f} ms")
+    print(f"index + summary, no cache ({len(eps)}): {t_index * 1000:6.0f} ms")
     print(
-        f"first page (index + overview):   {t_first * 1000:8.0f} ms   (overview alone {t_over * 1000:.0f} ms, "
+        f"first page, no summary cache:    {t_first * 1000:8.0f} ms   (overview alone {t_over * 1000:.0f} ms, "
         f"again {t_over2 * 1000:.0f} ms, {n_over / 1000:.0f} KB)"
     )
     print(f"tasks page (filter, sort, page): {t_tasks * 1000:8.0f} ms")

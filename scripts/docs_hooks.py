@@ -20,6 +20,7 @@ from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 
 from stateflow.cli.reference import cli_reference
@@ -56,6 +57,10 @@ def _link(target: Path, link: Path) -> None:
     link.symlink_to(target.resolve(), target_is_directory=target.is_dir())
 
 
+# Before every plugin's on_config (hooks run after the plugins by default): mkdocstrings reads its
+# ``paths`` there, and a folder that does not exist yet is skipped, so the first build on a fresh
+# clone found ``stateflow`` on sys.path instead (the checkout, without the mapped folders) and failed.
+@event_priority(100)
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Lay out ``stateflow`` as installed under ``build/api-src`` for the API reference."""
     root = Path(config.config_file_path).parent

@@ -37,7 +37,9 @@ class SFAgentView(View):
         return tuple(o for o in state.outputs if not isinstance(o, Prompt))
 
     def llm_agent_name(self, state: State) -> str:
-        return state.name
+        # A subflow's inner state is named Outer.Inner; OpenAI-compatible servers may refuse a
+        # message name with a dot (the classic pattern is [A-Za-z0-9_-]), so the agent gets __.
+        return state.name.replace(".", "__")
 
     def system_message(self, flow: Flow, state: State | None) -> str:
         parts = [flow.system_message, state.instruction if state is not None else ""]

@@ -44,15 +44,20 @@ from stateflow.errors import (
     FlowDefinitionError,
     LLMError,
     NoTransitionError,
+    ParallelBranchError,
     StateDefinitionError,
     StateFlowError,
+    StructuredOutputError,
     ToolError,
 )
 from stateflow.flow import ANY, Flow, FlowWarning, State, Transition
+from stateflow.mcp_tools import MCPServerError, MCPToolError, MCPTools
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.outputs import LLM, AutoGenAgent, Human, Prompt, Tool, ToolResult
+from stateflow.parallel import BranchResult, Parallel
 from stateflow.profiles import ModelAssignment, ModelProfile, load_config, parse_model_options
 from stateflow.run_state import PendingQuestion, RunState
+from stateflow.structured import parsed
 from stateflow.threads import CheckpointSummary, history
 from stateflow.trace import RunResult, Step, TransitionRecord
 from stateflow.views import StateFlowView, View
@@ -80,6 +85,7 @@ __all__ = [
     "LLM",
     "AutoGenAgent",
     "Blackboard",
+    "BranchResult",
     "ChatEndedError",
     "Checkpoint",
     "CheckpointConflict",
@@ -104,11 +110,16 @@ __all__ = [
     "Judge",
     "Kind",
     "LLMError",
+    "MCPServerError",
+    "MCPToolError",
+    "MCPTools",
     "MemoryCheckpointer",
     "Message",
     "ModelAssignment",
     "ModelProfile",
     "NoTransitionError",
+    "Parallel",
+    "ParallelBranchError",
     "PendingQuestion",
     "PostgresCheckpointer",
     "Prompt",
@@ -120,6 +131,7 @@ __all__ = [
     "StateFlowError",
     "StateFlowView",
     "Step",
+    "StructuredOutputError",
     "ThreadBusy",
     "ThreadInfo",
     "ThreadNotFound",
@@ -139,6 +151,7 @@ __all__ = [
     "load_config",
     "meta_is",
     "parse_model_options",
+    "parsed",
     "predicate",
     "replies_in",
     "resume",

@@ -21,10 +21,15 @@ __all__ = [
     "FlowDefinitionError",
     "LLMError",
     "NoTransitionError",
+<<<<<<< HEAD
     "RunCancelled",
+=======
+    "ParallelBranchError",
+>>>>>>> main
     "RunTimeout",
     "StateDefinitionError",
     "StateFlowError",
+    "StructuredOutputError",
     "ThreadBusy",
     "ThreadNotFound",
     "ToolError",
@@ -151,6 +156,41 @@ class ChatEndedError(StateFlowError):
             f"{output!r}. The flow neither reached a final state nor its transition bound: check the "
             "view's output functions and any AutoGen agent that can end a chat"
         )
+
+
+class StructuredOutputError(StateFlowError):
+    """A reply asked for as a typed object (``LLM(schema=...)``) did not validate, even after
+    the model was re-asked once with the validation error.
+
+    Attributes:
+        state: the state whose output function asked.
+        schema: the pydantic model's name.
+        errors: the validation error of each attempt, in order.
+        reply: the last reply (clipped to 500 characters).
+    """
+
+    def __init__(self, state: str, schema: str, errors: list[str], reply: str):
+        self.state, self.schema, self.errors, self.reply = state, schema, list(errors), reply[:500]
+        attempts = "; ".join(f"attempt {i}: {e}" for i, e in enumerate(self.errors, 1))
+        super().__init__(
+            f"state {state!r}: the reply is not a valid {schema} after {len(self.errors)} attempts ({attempts}); "
+            f"last reply: {self.reply[:200]!r}"
+        )
+
+
+class ParallelBranchError(StateFlowError):
+    """A branch of a :class:`~stateflow.parallel.Parallel` output function failed and its merge
+    does not handle failures (``Parallel(..., merge_failures=False)``, the default).
+
+    Attributes:
+        state: the state running the branches.
+        branch: the failing branch's name.
+        cause: the branch's exception (also ``__cause__``).
+    """
+
+    def __init__(self, state: str, branch: str, cause: BaseException):
+        self.state, self.branch, self.cause = state, branch, cause
+        super().__init__(f"state {state!r}: parallel branch {branch!r} failed: {type(cause).__name__}: {cause}")
 
 
 class RunTimeout(StateFlowError):

@@ -24,6 +24,7 @@ from typing import Any
 
 from stateflow.flow import Flow
 from stateflow.outputs import LLM, AutoGenAgent, Human, OutputFunction, Prompt
+from stateflow.parallel import Parallel
 from stateflow.stable_id import has_stable_id, id_of
 
 __all__ = ["callables_without_stable_id", "flow_fingerprint", "sha256_of"]
@@ -49,7 +50,17 @@ def _grammar_name(grammar: str | Callable[..., Any] | None, name: _Namer) -> str
     return grammar if isinstance(grammar, str) or grammar is None else name(grammar)
 
 
-def _output(out: OutputFunction, name: _Namer) -> dict[str, Any]:
+def _output(out: OutputFunction | Flow, name: _Namer) -> dict[str, Any]:
+    if isinstance(out, Flow):  # a subflow: its whole definition, nested
+        return {"subflow": _flow_payload(out, name)}
+    if isinstance(out, Parallel):
+        return {
+            "parallel": out.name,
+            "names": list(out.names),
+            "merge": name(out.merge),
+            "merge_failures": out.merge_failures,
+            "branches": [_output(b, name) for b in out.branches],
+        }
     if isinstance(out, Prompt):
         return {"prompt": out.text}
     if isinstance(out, LLM):
@@ -85,6 +96,14 @@ def _levers(out: LLM, name: _Namer) -> dict[str, Any]:
     if out.cut is not None:
         c = out.cut
         levers["cut"] = {"max_run": c.max_run, "max_period": c.max_period, "max_line_chars": c.max_line_chars}
+    if out.schema is not None:  # the class's name and its JSON schema (sorted when hashed)
+        levers["schema"] = {"name": out.schema.__qualname__, "json_schema": out.schema.model_json_schema()}
+    if out.tools:
+        from stateflow.mcp_tools import MCPTools
+
+        servers = [t.identity() for t in out.tools if isinstance(t, MCPTools)]
+        if servers:  # only MCP servers: plain tools never entered the fingerprint
+            levers["mcp"] = servers
     if out.vote is not None:
         v = out.vote
         levers["vote"] = {

@@ -31,6 +31,7 @@ from stateflow.conditions import Condition, Judge
 from stateflow.context import Context
 from stateflow.errors import ConditionError, FlowDefinitionError, StateDefinitionError, StateFlowError
 from stateflow.outputs import LLM, OUTPUT_TYPES, OutputFunction, Prompt
+from stateflow.parallel import Parallel
 
 __all__ = ["ANY", "Flow", "FlowWarning", "State", "Transition"]
 
@@ -57,7 +58,9 @@ class State:
 
     Args:
         name: unique within the flow; letters, digits, ``_`` and ``-`` (it names AutoGen agents).
-        *outputs: ``Prompt``, ``LLM`` and ``Tool`` instances.
+        *outputs: output functions (``Prompt``, ``LLM``, ``Tool``, ...), or at most one
+            :class:`Flow`: a subflow whose states run inside this state (see
+            :mod:`stateflow.subflow`).
         final: reaching this state ends the run (after its outputs, if any, ran).
         description: one line for diagrams and reports.
     """
@@ -73,11 +76,16 @@ class State:
                 str(name), [f"state name {name!r} must match {_NAME.pattern} (letters, digits, _ and -)"]
             )
         for out in outputs:
-            if not isinstance(out, OUTPUT_TYPES):
+            if not isinstance(out, (*OUTPUT_TYPES, Parallel, Flow)):
                 raise StateDefinitionError(
                     name,
-                    [f"state {name!r}: {out!r} is not an output function (Prompt, LLM, Tool, AutoGenAgent or Human)"],
+                    [
+                        f"state {name!r}: {out!r} is not an output function "
+                        "(Prompt, LLM, Tool, AutoGenAgent, Human, Parallel or a Flow)"
+                    ],
                 )
+        if sum(isinstance(o, Flow) for o in outputs) > 1:
+            raise StateDefinitionError(name, [f"state {name!r}: at most one subflow per state; chain two states"])
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "outputs", tuple(outputs))
         object.__setattr__(self, "final", final)
@@ -116,6 +124,11 @@ class State:
         assert isinstance(first, Prompt)
         amended = Prompt("\n".join([first.text, *lines]))
         return self.with_outputs(*self.outputs[:at], amended, *self.outputs[at + 1 :])
+
+    @property
+    def subflow(self) -> Flow | None:
+        """The :class:`Flow` this state runs inside it, if any."""
+        return next((o for o in self.outputs if isinstance(o, Flow)), None)
 
     def __repr__(self) -> str:
         kinds = ", ".join(o.label for o in self.outputs)
@@ -247,6 +260,11 @@ class Flow:
             raise FlowDefinitionError(name, problems)
         for w in found_warnings:
             warnings.warn(f"flow {name!r}: {w}", FlowWarning, stacklevel=2)
+
+    @property
+    def label(self) -> str:
+        """How a state running this flow as a subflow lists it among its outputs."""
+        return f"flow[{self.name}]"
 
     # -- validation -----------------------------------------------------------------------------
 

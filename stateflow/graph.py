@@ -2,7 +2,9 @@
 
 Every edge is drawn from a :class:`~stateflow.flow.Transition` object and labelled with its
 condition's name, so a diagram shows exactly the rules the runtime evaluates (rules from ``ANY``
-are expanded to every non-final state and numbered by priority).
+are expanded to every non-final state and numbered by priority). A state that runs a subflow
+is drawn as a Mermaid ``subgraph`` / DOT ``cluster`` holding the subflow's own states and rules
+(named ``Outer.Inner``, as in traces), entered from the state and left by the state's rules.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def _outputs_label(flow: Flow, name: str) -> str:
             parts.append(o.label)
         elif isinstance(o, Tool):
             parts.append(o.name)
-        else:  # AutoGenAgent, Human
+        else:  # AutoGenAgent, Human, Parallel, a subflow
             parts.append(o.label)
     return " → ".join(parts)
 
@@ -57,17 +59,33 @@ def _escape_mermaid(text: str) -> str:
 
 
 def to_mermaid(flow: Flow) -> str:
-    """A Mermaid ``flowchart`` of the flow (paste into any Markdown renderer)."""
-    g = to_networkx(flow)
+    """A Mermaid ``flowchart`` of the flow (paste into any Markdown renderer); a subflow is a
+    ``subgraph`` with its own start marker, states and rules."""
     lines = ["flowchart TD", f"    start(( )) --> {_mermaid_id(flow.initial)}"]
+    _mermaid_body(flow, "", "    ", lines)
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_body(flow: Flow, prefix: str, indent: str, lines: list[str]) -> None:
+    g = to_networkx(flow)
     for name, data in g.nodes(data=True):
-        label = name + (f"<br/><small>{_escape_mermaid(data['outputs'])}</small>" if data["outputs"] else "")
+        full = prefix + name
+        label = full + (f"<br/><small>{_escape_mermaid(data['outputs'])}</small>" if data["outputs"] else "")
+        inner = flow.states[name].subflow
+        if inner is not None:
+            # the subgraph is the state: parent edges attach to it, its start marker enters it
+            lines.append(f'{indent}subgraph {_mermaid_id(full)}["{label}"]')
+            lines.append(f"{indent}    direction TB")
+            entry = _mermaid_id(f"{full}.{inner.initial}")
+            lines.append(f"{indent}    {_mermaid_id(full + '.__start')}(( )) --> {entry}")
+            _mermaid_body(inner, f"{full}.", indent + "    ", lines)
+            lines.append(f"{indent}end")
+            continue
         shape = f'(["{label}"])' if data["final"] else f'["{label}"]'
-        lines.append(f"    {_mermaid_id(name)}{shape}")
+        lines.append(f"{indent}{_mermaid_id(full)}{shape}")
     for src, dst, data in g.edges(data=True):
         cond = _escape_mermaid(f"{data['priority']}. {data['condition']}")
-        lines.append(f'    {_mermaid_id(src)} -->|"{cond}"| {_mermaid_id(dst)}')
-    return "\n".join(lines) + "\n"
+        lines.append(f'{indent}{_mermaid_id(prefix + src)} -->|"{cond}"| {_mermaid_id(prefix + dst)}')
 
 
 def _dot_quote(text: str) -> str:
@@ -75,21 +93,37 @@ def _dot_quote(text: str) -> str:
 
 
 def to_dot(flow: Flow) -> str:
-    """A Graphviz DOT digraph of the flow."""
-    g = to_networkx(flow)
+    """A Graphviz DOT digraph of the flow; a subflow is a ``cluster`` holding the subflow
+    state's own node (its entry) and the subflow's states and rules."""
     lines = [f"digraph {_dot_quote(flow.name)} {{", "  rankdir=TB;", '  node [fontname="Helvetica"];']
     lines.append('  __start [shape=point, label=""];')
     lines.append(f"  __start -> {_dot_quote(flow.initial)};")
-    for name, data in g.nodes(data=True):
-        shape = "doublecircle" if data["final"] else "box"
-        label = name + (f"\\n{data['outputs']}" if data["outputs"] else "")
-        label_q = '"' + label.replace('"', '\\"') + '"'
-        lines.append(f"  {_dot_quote(name)} [shape={shape}, style=rounded, label={label_q}];")
-    for src, dst, data in g.edges(data=True):
-        label = _dot_quote(f"{data['priority']}. {data['condition']}")
-        lines.append(f"  {_dot_quote(src)} -> {_dot_quote(dst)} [label={label}];")
+    _dot_body(flow, "", "  ", lines)
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _dot_body(flow: Flow, prefix: str, indent: str, lines: list[str]) -> None:
+    g = to_networkx(flow)
+    for name, data in g.nodes(data=True):
+        full = prefix + name
+        shape = "doublecircle" if data["final"] else "box"
+        label = full + (f"\\n{data['outputs']}" if data["outputs"] else "")
+        label_q = '"' + label.replace('"', '\\"') + '"'
+        node = f"{indent}{_dot_quote(full)} [shape={shape}, style=rounded, label={label_q}];"
+        inner = flow.states[name].subflow
+        if inner is None:
+            lines.append(node)
+            continue
+        lines.append(f"{indent}subgraph {_dot_quote('cluster_' + full)} {{")
+        lines.append(f"{indent}  label={_dot_quote(full)};")
+        lines.append("  " + node)
+        lines.append(f"{indent}  {_dot_quote(full)} -> {_dot_quote(full + '.' + inner.initial)} [style=dashed];")
+        _dot_body(inner, full + ".", indent + "  ", lines)
+        lines.append(f"{indent}}}")
+    for src, dst, data in g.edges(data=True):
+        label = _dot_quote(f"{data['priority']}. {data['condition']}")
+        lines.append(f"{indent}{_dot_quote(prefix + src)} -> {_dot_quote(prefix + dst)} [label={label}];")
 
 
 def render_png(flow: Flow, path: str | Path) -> Path:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from stateflow.context import Context
 from stateflow.messages import Usage
 
@@ -109,6 +111,11 @@ class LLM:
             ``tools``; others get a text protocol (``Action: name[{json arguments}]``, answered
             with ``Observation: ...``). The exchange repeats until a reply calls no tool.
         max_tool_rounds: bound on model calls that request tools within one output function.
+        schema: a pydantic model class: the reply is asked for as that object (its JSON schema
+            constrains decoding where the server can enforce it), parsed and validated, re-asked
+            once with the validation error, and put on the run's blackboard; see
+            :mod:`stateflow.structured`. Not combinable with ``grammar``/``regex`` (the schema is
+            the constraint), ``vote`` or ``tools``.
     """
 
     profile: str | None = None
@@ -122,14 +129,24 @@ class LLM:
     vote: Vote | None = None
     tools: tuple[Any, ...] = ()
     max_tool_rounds: int = 5
+    schema: type[BaseModel] | None = None
 
     def __post_init__(self) -> None:
         if self.grammar is not None and self.regex is not None:
             raise ValueError("LLM: give either grammar or regex, not both")
         object.__setattr__(self, "tools", tuple(self.tools))
         for t in self.tools:
-            if not callable(t) and not hasattr(t, "tool_schema"):
-                raise TypeError(f"LLM tools: {t!r} is neither a callable nor an autogen.tools.Tool")
+            if not callable(t) and not hasattr(t, "tool_schema") and not hasattr(t, "mcp_server"):
+                raise TypeError(f"LLM tools: {t!r} is neither a callable, an autogen.tools.Tool nor MCPTools")
+        if self.schema is not None:
+            if not (isinstance(self.schema, type) and issubclass(self.schema, BaseModel)):
+                raise TypeError(f"LLM schema: {self.schema!r} is not a pydantic model class (a BaseModel subclass)")
+            clash = [k for k in ("grammar", "regex", "vote") if getattr(self, k) is not None]
+            clash += ["tools"] if self.tools else []
+            if clash:
+                raise ValueError(
+                    f"LLM: schema= cannot be combined with {', '.join(clash)} (the schema is the constraint)"
+                )
         if self.max_tool_rounds < 1:
             raise ValueError(f"LLM: max_tool_rounds must be >= 1, got {self.max_tool_rounds}")
 

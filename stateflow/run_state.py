@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import BaseModel
+
 from stateflow.blackboard import Blackboard
 from stateflow.errors import CheckpointCorrupt, ConfigError
 from stateflow.messages import History, Kind, Message, Usage
@@ -119,6 +121,8 @@ def _plain(value: Any) -> Any:
 def _record_to(record: object) -> dict[str, Any]:
     cls = type(record)
     where = f"{cls.__module__}:{cls.__qualname__}"
+    if isinstance(record, BaseModel):  # a typed reply (LLM(schema=...)): its JSON form
+        return {"type": where, "fields": record.model_dump(mode="json")}
     if not dataclasses.is_dataclass(record):
         raise ConfigError(f"blackboard record {where} is not a dataclass, so a checkpoint cannot save it")
     fields = dataclasses.asdict(record)
@@ -136,6 +140,8 @@ def _record_from(d: Mapping[str, Any]) -> object:
     cls: Any = module
     for part in qualname.split(".") if module is not None else ():
         cls = getattr(cls, part, None)
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        return cls.model_validate(d["fields"])
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise ValueError(
             f"blackboard record type {where} is not a loaded dataclass (import the module that defines it "

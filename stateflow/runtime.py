@@ -33,8 +33,10 @@ from stateflow.events import EventSink, Interrupted, RunFinished, RunStarted, St
 from stateflow.fingerprint import flow_fingerprint
 from stateflow.flow import Flow
 from stateflow.outputs import LLM, Human
+from stateflow.parallel import Parallel
 from stateflow.profiles import ModelAssignment, ModelProfile
 from stateflow.run_state import RunState
+from stateflow.subflow import expand_subflows
 from stateflow.threads import ThreadJournal, check_flow, latest_to_continue, load_position
 from stateflow.trace import RunResult
 from stateflow.views import StateFlowView, View
@@ -77,6 +79,11 @@ def _backends(
         for out in st.outputs:
             if isinstance(out, LLM):
                 assignment.profile_for(st.name, out.profile)
+    for st in flow.states.values():  # a parallel's LLM branches, likewise before any call
+        for out in st.outputs:
+            for branch in out.branches if isinstance(out, Parallel) else ():
+                if isinstance(branch, LLM):
+                    assignment.profile_for(st.name, branch.profile)
     for judge in flow.judges():
         assignment.profile_for(flow.initial, judge.profile)
     quiet_custom_client_notice()
@@ -218,6 +225,7 @@ def run(
         LLMError: a model call failed after retries (when ``raise_errors``).
         ChatEndedError: AutoGen ended the chat before the flow ended (when ``raise_errors``).
     """
+    flow = expand_subflows(flow)  # subflow states run as Outer.Inner states of one loop
     view = view or StateFlowView()
     if checkpointer is None:
         if thread_id is not None:
@@ -299,6 +307,7 @@ def resume(
         CheckpointError: the thread finished, waits for an answer that was not given (or was
             given one it does not wait for), or another process is continuing it.
     """
+    flow = expand_subflows(flow)
     fingerprint = flow_fingerprint(flow)
     with checkpointer.claim(thread_id, _owner()):
         latest = latest_to_continue(checkpointer, thread_id, answering=answer is not None)
@@ -351,6 +360,7 @@ def fork(
         ThreadNotFound / CheckpointNotFound: no such thread or step.
         ConfigError: the checkpoint's state is not a state of ``flow``.
     """
+    flow = expand_subflows(flow)
     source = checkpointer.get(thread_id, at)
     start = load_position(source, flow)
     view = _view_for(start.view, view, thread_id)

@@ -2,11 +2,13 @@
 
 Entry point: :func:`open_bash_env`. Default backend: bubblewrap over a per-episode overlay
 (:mod:`stateflow.envs.bash.sandbox`) on a cached Debian base root (:mod:`stateflow.envs.bash.rootfs`); optional
-backend: Docker (:mod:`stateflow.envs.bash.docker_backend`). Reward parts: :mod:`stateflow.envs.bash.reward`.
+backend: Docker (:mod:`stateflow.envs.bash.docker_backend`). Reward parts: :mod:`stateflow.envs.bash.reward`;
+what a reward compared, as the episode record keeps it: :mod:`stateflow.envs.bash.comparison`.
 """
 
 from __future__ import annotations
 
+from stateflow.envs.bash.comparison import BashComparison
 from stateflow.envs.bash.env import BashEnv
 from stateflow.envs.bash.open import open_bash_env
 from stateflow.envs.bash.reward import (
@@ -22,6 +24,7 @@ from stateflow.envs.bash.sandbox import SandboxLimits
 from stateflow.envs.bash.tasks import BashDataset, load_bash_dataset
 
 __all__ = [
+    "BashComparison",
     "BashDataset",
     "BashEnv",
     "BashReward",

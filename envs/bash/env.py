@@ -30,14 +30,17 @@ from stateflow.envs.bash.command import (
     hash_argv,
     simplify_path,
 )
+from stateflow.envs.bash.comparison import BashComparison
 from stateflow.envs.bash.hosts import ExecutionHost
 from stateflow.envs.bash.reward import Change, bash_reward, content_targets, parse_git_status
 from stateflow.envs.bash.tasks import BashDataset
 
-__all__ = ["BashEnv"]
+__all__ = ["COMPARISON", "BashEnv"]
 
 GIT_STATUS = ["git", "status", "--short"]
 ACTION_EXEC = "action_executed"
+COMPARISON = "comparison"
+"""The ``info`` key of a submission holding its :class:`~stateflow.envs.bash.comparison.BashComparison`."""
 
 
 class BashEnv:
@@ -198,6 +201,17 @@ class BashEnv:
         scored = bash_reward(agent_status, gold_status, same, self.observation, eval_obs)
         info = scored.info()
         info.update(agent_obs=self.observation, eval_obs=eval_obs, corrupt_gold=corrupt)
+        # What the score was computed from, for the episode record (plain values: info is data).
+        info[COMPARISON] = BashComparison.of(
+            agent=agent_status,
+            gold=gold_status,
+            same=same,
+            diff_score=scored.file_diff,
+            content_score=scored.file_changes,
+            answer_score=scored.answer_similarity_score,
+            similarity=scored.similarity,
+            corrupt_gold=corrupt,
+        ).model_dump()
         self.info.update(info)
         return scored.reward, info
 

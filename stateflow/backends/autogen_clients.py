@@ -130,6 +130,16 @@ class LLMBackends:
             body = dict(profile.extra_body)
             body.update(constraint)
             fields["extra_body"] = body
+        style = ep.capabilities.json_schema
+        if out.schema is not None and style is not None:
+            from stateflow.structured import response_format
+
+            # In the body, not as AutoGen's response_format argument: AutoGen rewrites that one
+            # (strict mode, its own name) and formats the reply; the server must get it as is.
+            fields["extra_body"] = {
+                **fields.get("extra_body", {}),
+                "response_format": response_format(out.schema, style),
+            }
         return fields
 
     def call(

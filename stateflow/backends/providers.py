@@ -44,6 +44,10 @@ class ProviderCapabilities:
         prompt_logprobs: how texts can be scored (the PASS summariser's likelihood choice).
         function_calling: whether OpenAI ``tools`` are on by default (a profile may override).
         max_stop: most stop sequences one request may carry (``None``: no limit known).
+        json_schema: how the server takes a JSON schema for the reply (``LLM(schema=...)``):
+            OpenAI's ``json_schema`` response format, llama.cpp's ``json_object`` response format
+            carrying the schema (converted to a grammar by the server), or ``None`` (the reply
+            is only validated).
         managed: the endpoint is a server this process starts (its URL is known only then).
         test_double: the provider is a test double that never touches the network.
     """
@@ -55,6 +59,7 @@ class ProviderCapabilities:
     prompt_logprobs: PromptLogprobs = "echo"
     function_calling: bool = False
     max_stop: int | None = None
+    json_schema: Literal["json_schema", "json_object_schema"] | None = "json_schema"
     managed: bool = False
     test_double: bool = False
 
@@ -68,9 +73,12 @@ _TABLE: Final = MappingProxyType(
             ProviderCapabilities("openai", function_calling=True, max_stop=4),
             ProviderCapabilities("vllm", grammar="structured_outputs", native_regex=True, prefill="continue"),
             ProviderCapabilities("ollama", function_calling=True),
-            ProviderCapabilities("llamacpp", grammar="grammar"),
-            ProviderCapabilities("local", grammar="grammar", prompt_logprobs="in_process", managed=True),
+            ProviderCapabilities("llamacpp", grammar="grammar", json_schema="json_object_schema"),
+            ProviderCapabilities(
+                "local", grammar="grammar", prompt_logprobs="in_process", json_schema="json_object_schema", managed=True
+            ),
             ProviderCapabilities("scripted", prompt_logprobs="none", test_double=True),
+            # a replay cassette matches requests as recorded: the schema field is part of them
             ProviderCapabilities("replay", prompt_logprobs="none", test_double=True),
         )
     }

@@ -107,7 +107,7 @@ def build_agents(ep: Episode) -> ChatAgents:
     for st in flow.states.values():
         for out in st.outputs:
             if isinstance(out, LLM) and out.tools and id(out) not in toolsets:
-                toolset = ToolSet(out.tools)
+                toolset = ToolSet(ep.mcp.expand(out.tools))  # an MCP server's tools join the plain ones
                 for name, fn in toolset.functions().items():
                     if by_name.setdefault(name, fn) is not fn:
                         raise ConfigError(f"two different LLM tools are named {name!r}; rename one")

@@ -6,7 +6,8 @@ Each lever is declared on the output function and applied here, in this order by
 * ``vote`` (:func:`voted`): sample several candidates, execute each read-only, keep the winner;
 * ``retry_when`` (:func:`retried`): ask once more, warmer, when the reply fails a check;
 * ``guard`` (:func:`guarded`): re-ask while the reply repeats an action already executed;
-* ``cut`` (:func:`cut`): trim a degenerate tail (a reply that loops) before anyone sees it.
+* ``cut`` (:func:`cut`): trim a degenerate tail (a reply that loops) before anyone sees it;
+* ``schema`` (:func:`structured`): validate the reply into the typed object, re-ask once.
 
 Each discarded reply and each candidate is a step carrying its usage, so a run's token count is
 what it paid for.
@@ -31,7 +32,7 @@ from stateflow.vote import Candidate, tally
 if TYPE_CHECKING:
     from stateflow.episode.loop import Episode
 
-__all__ = ["cut", "guarded", "retried", "voted"]
+__all__ = ["cut", "guarded", "retried", "structured", "voted"]
 
 
 def _rewritten(message: dict[str, Any], rewrite: Callable[[str], str]) -> dict[str, Any]:
@@ -210,3 +211,44 @@ def voted(
     msg = Message("assistant", agent.name, ep.ctx.state, Kind.LLM, text, meta={"vote": tally_})
     ep.log.record(out.label, msg, None, 0.0, {"vote": tally_})
     return text
+
+
+def structured(
+    ep: Episode,
+    out: LLM,
+    agent: StateAgent,
+    profile: ModelProfile,
+    messages: list[dict[str, Any]],
+    sender: Agent | None,
+    fields: dict[str, Any],
+    text: str,
+    usage: Usage,
+) -> tuple[str, Usage, dict[str, Any]]:
+    """``out.schema``: validate the reply into the schema's object; a reply that does not
+    validate is a step ``<label>[invalid]`` with its error and usage, and the model is asked
+    once more with the error (:func:`stateflow.structured.ask_structured`). The object goes on
+    the blackboard; returns the valid reply, its usage and the message meta carrying the object.
+
+    Raises:
+        StructuredOutputError: the second reply does not validate either (after its step).
+    """
+    from stateflow.errors import StructuredOutputError
+    from stateflow.structured import ask_structured
+
+    assert out.schema is not None
+
+    def call(asked: list[dict[str, Any]]) -> tuple[str, Usage]:
+        return ep.backends.call(agent, profile, asked, sender, fields)
+
+    try:
+        reply = ask_structured(out.schema, (text, usage), messages, call, state=ep.ctx.state)
+    except StructuredOutputError as err:
+        for i, error in enumerate(err.errors):
+            detail = {"reply": _clip(err.reply if i == len(err.errors) - 1 else ""), "error": error}
+            ep.log.record(f"{out.label}[invalid]", detail=detail)
+        raise
+    for a in reply.attempts[:-1]:
+        ep.log.record(f"{out.label}[invalid]", usage=a.usage, detail={"reply": _clip(a.text), "error": a.error})
+    ep.ctx.board.put(reply.obj)
+    last = reply.attempts[-1]
+    return last.text, last.usage, {"parsed": reply.obj.model_dump(mode="json"), "schema": out.schema.__name__}

@@ -32,8 +32,10 @@ from stateflow.episode.judges import Judges
 from stateflow.episode.step_log import StepLog
 from stateflow.errors import ChatEndedError, CheckpointError, ConfigError, NoTransitionError, RunTimeout
 from stateflow.flow import Flow
+from stateflow.mcp_tools import MCPSessions
 from stateflow.messages import History, Kind, Message
 from stateflow.outputs import AutoGenAgent, Human, OutputFunction, Prompt, Tool
+from stateflow.parallel import Parallel
 from stateflow.run_state import PendingQuestion, RunState
 from stateflow.trace import RunResult, Step, TransitionRecord
 from stateflow.views import USER, View
@@ -141,7 +143,12 @@ class Episode:
         # the position last saved, (transitions taken, cursor): a resumed run starts at one
         self._saved_at: tuple[int, int] | None = (len(self.transitions), self._cursor) if start else None
         self.current: OutputFunction | None = None
-        self.agents: ChatAgents = build_agents(self)
+        self.mcp = MCPSessions()  # MCP servers of LLM tools: started with the agents, stopped by run()
+        try:
+            self.agents: ChatAgents = build_agents(self)
+        except BaseException:
+            self.mcp.close()
+            raise
 
     def take_answer(self) -> str:
         """The answer given to ``resume`` for the question the run paused on (once)."""
@@ -178,7 +185,7 @@ class Episode:
                 self.current = out
                 if isinstance(out, Prompt):
                     return agents.prompter
-                if isinstance(out, Tool):
+                if isinstance(out, (Tool, Parallel)):
                     return agents.executor
                 if isinstance(out, AutoGenAgent):
                     return agents.bridges[out.name]
@@ -297,6 +304,8 @@ class Episode:
                     last_agent.initiate_chat(manager, message=last_message, clear_history=False, silent=True)
             except BaseException as err:
                 self.failure = self.failure or err
+            finally:
+                self.mcp.close()
         if self.failure is None and not self.stop_reason:
             self.failure = self._unexplained_end(stream.terminations)
         error = None

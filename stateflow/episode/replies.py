@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from autogen import Agent, ConversableAgent
 
-from stateflow.episode.levers import cut, guarded, retried, voted
+from stateflow.episode.fanout import parallel_reply
+from stateflow.episode.levers import cut, guarded, retried, structured, voted
 from stateflow.episode.tool_calls import llm_with_tools, run_tool
 from stateflow.errors import LLMError, StateFlowError, ToolError
 from stateflow.events import ToolCalled
 from stateflow.messages import Kind, Message, Usage
 from stateflow.outputs import LLM, AutoGenAgent, Human, Prompt, Tool, ToolResult
+from stateflow.parallel import Parallel
 from stateflow.state_agent import StateAgent, render_calls, reply_text, usage_totals
 from stateflow.views import PROMPTER
 
@@ -44,6 +46,8 @@ def tool_reply(ep: Episode, recipient: Agent, messages: Any, sender: Agent | Non
         ToolError: the tool's own code raised (it names the tool, the state and the step).
     """
     out = ep.current
+    if isinstance(out, Parallel):  # the environment agent also runs parallel branches
+        return parallel_reply(ep, recipient, messages, sender)
     assert isinstance(out, Tool)
     ep.log.announce(ToolCalled(ep.ctx.state, out.name, None))
     t0 = time.perf_counter()
@@ -84,10 +88,15 @@ def llm_reply(ep: Episode, recipient: Agent, messages: Any, sender: Agent | None
             detail.update(found)
         text, trimmed = cut(out, text)
         detail.update(trimmed)
+        meta: dict[str, Any] = {}
+        if out.schema is not None:
+            text, usage, meta = structured(
+                ep, out, recipient, profile, list(messages or []), sender, fields, text, usage
+            )
     except LLMError as err:
         err.state = ep.ctx.state
         raise
-    msg = Message("assistant", recipient.name, ep.ctx.state, Kind.LLM, text, usage=usage)
+    msg = Message("assistant", recipient.name, ep.ctx.state, Kind.LLM, text, usage=usage, meta=meta)
     ep.log.record(out.label, msg, usage, usage.latency_s, detail)
     return _or_marker(text, "(empty reply)")
 

@@ -52,6 +52,9 @@ class StepLog:
         usage: Usage | None = None,
         latency_s: float | None = None,
         detail: dict[str, Any] | None = None,
+        *,
+        started_at: float | None = None,
+        state: str | None = None,
     ) -> Step:
         """Append one step (and its message to the history, when it has one).
 
@@ -62,10 +65,14 @@ class StepLog:
             usage: the model call's accounting, if the step called a model.
             latency_s: the step's wall time; defaults to ``usage.latency_s`` (0 without usage).
             detail: extra facts about the step (a judge's question, a candidate's vote...).
+            started_at: when the step started, for a step recorded later than it ended (a
+                parallel branch); default: now minus its latency.
+            state: the state it ran in, for a step of a nested run (a subflow branch of a
+                parallel); default: the run's current state.
 
         Returns:
-            The step, already appended. Its ``started_at`` is now minus its latency: steps are
-            recorded when they end.
+            The step, already appended. Its ``started_at`` is now minus its latency unless given:
+            steps are recorded when they end.
         """
         if latency_s is None:
             latency_s = usage.latency_s if usage is not None else 0.0
@@ -73,13 +80,13 @@ class StepLog:
             self.history.append(message)
         step = Step(
             len(self.steps),
-            self.ctx.state,
+            self.ctx.state if state is None else state,
             output,
             message,
             usage,
             latency_s,
             detail or {},
-            started_at=time.time() - latency_s,
+            started_at=time.time() - latency_s if started_at is None else started_at,
         )
         self.steps.append(step)
         if self.on_step is not None:

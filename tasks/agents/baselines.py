@@ -109,9 +109,10 @@ def _execute_and_score(fmt: ObservationFormat) -> Tool:
         seen = Observation.of(result.meta)
         if seen is None or seen.action is None:  # malformed response: nothing to score
             return result
-        _, reward, _, _ = ctx.env.step("submit")  # scores the last observation; env stays usable
+        _, reward, _, info = ctx.env.step("submit")  # scores the last observation; env stays usable
         ep = EpisodeVars.of(ctx)
-        ep.best_reward = reward if ep.best_reward is None else max(reward, ep.best_reward)
+        if ep.best_reward is None or reward > ep.best_reward:
+            ep.best_reward, ep.best_info = reward, dict(info)
         solved = reward == 1
         if solved:
             ep.done = True

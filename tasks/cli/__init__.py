@@ -2,7 +2,11 @@
 
 :data:`PLUGIN` is declared in ``pyproject.toml`` under the ``stateflow.plugins`` entry points;
 the core CLI loads it and gets the commands ``run``, ``resume``, ``threads``, ``history``, ``report``,
+<<<<<<< HEAD
 ``compare``, ``archive``, ``demo``, ``data``, ``bench paper``, ``ui`` and ``serve``, and the named flows of every
+=======
+``compare``, ``archive``, ``demo``, ``data``, ``bench paper``, ``optimize`` and ``ui``, and the named flows of every
+>>>>>>> main
 registered benchmark (``stateflow graph intercode-sql``).
 """
 
@@ -20,7 +24,11 @@ __all__ = ["PLUGIN", "registered_flows"]
 
 
 def _register(app: typer.Typer) -> None:
+<<<<<<< HEAD
     from stateflow.tasks.cli import bench, data, demo, results, run, serve, threads, ui
+=======
+    from stateflow.tasks.cli import bench, data, demo, optimize, results, run, threads, ui
+>>>>>>> main
 
     run.register(app)
     demo.register(app)
@@ -28,6 +36,7 @@ def _register(app: typer.Typer) -> None:
     results.register(app)
     data.register(app)
     bench.register(app)
+    optimize.register(app)
     ui.register(app)
     serve.register(app)
 

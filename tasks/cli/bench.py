@@ -144,7 +144,10 @@ def register(app: typer.Typer) -> None:
         retry_errors: Annotated[bool, typer.Option(help="re-run episodes recorded as errored")] = False,
         order: Annotated[
             Order,
-            typer.Option(help="task: every method on a task, then the next (a stopped run stays comparable); method"),
+            typer.Option(
+                help="task: every method on a task, then the next (a stopped run stays comparable); method; "
+                "context: tasks grouped by database / file system (a local model's prompt cache is reused)"
+            ),
         ] = Order.TASK,
         no_run: Annotated[
             bool, typer.Option("--no-run", help="run nothing: write the documents from what is recorded")

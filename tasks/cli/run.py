@@ -51,10 +51,13 @@ class Executor(StrEnum):
 
 
 class Order(StrEnum):
-    """Which episodes run first: a method over every task, or every method on a task (RunSpec.order)."""
+    """Which episodes run first: a method over every task, every method on a task, or tasks grouped
+    by their database / file system so consecutive episodes share a cached prompt prefix
+    (RunSpec.order, stateflow.tasks.harness.order)."""
 
     METHOD = "method"
     TASK = "task"
+    CONTEXT = "context"
 
 
 class SqlDatabaseScope(StrEnum):
@@ -97,7 +100,7 @@ def _executor(kind: Executor, address: str | None, models: ModelAssignment | Non
 
 
 def _table_console() -> Console:
-    # Tables have 14 columns (the success rate's interval among them): give them room when the
+    # Tables have 15 columns (the success rate's interval and eval/sent among them): give them room when the
     # output is not a terminal (CI logs, pipes).
     console = Console()
     return console if console.is_terminal else Console(width=200)
@@ -197,7 +200,8 @@ def register(app: typer.Typer) -> None:
         order: Annotated[
             Order,
             typer.Option(
-                help="method: each method over every task in turn; task: every method on a task, then the next task"
+                help="method: each method over every task in turn; task: every method on a task, then the next task; "
+                "context: tasks grouped by database / file system (a local model's prompt cache is reused)"
             ),
         ] = Order.METHOD,
         mix_settings: Annotated[

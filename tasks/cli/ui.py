@@ -37,13 +37,17 @@ def register(app: typer.Typer) -> None:
         from stateflow.tasks.ui.server import UiServer, is_loopback
 
         console = Console(stderr=True)
-        index = RunIndex(paths)
+        from stateflow.paths import cache_dir
+
+        index = RunIndex(paths, summaries=cache_dir() / "ui")
+        index.refresh_summaries()
         if not is_loopback(host):
             console.print(
                 f"[yellow]warning:[/] listening on {escape(host)}: anyone who can reach it sees every prompt and reply"
             )
-        server = UiServer(UiApp(index), host, port, verbose=verbose)
-        n = sum(len(s.episodes) for s in index.sources)
+        app = UiApp(index, template_cache=cache_dir() / "ui" / "templates")
+        server = UiServer(app, host, port, verbose=verbose)
+        n = sum(s.records for s in index.summaries)
         console.print(f"{n} episode(s) from {len(index.sources)} source(s); open {server.url}  (Ctrl-C stops)")
         try:
             server.serve_forever()

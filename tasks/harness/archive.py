@@ -40,11 +40,13 @@ from stateflow.tasks.kit.episode_record import EpisodeRecord
 __all__ = ["RecordArchive", "compact"]
 
 # The trace fields: what an episode did, step by step. Reports and resume never read them.
-_TRACE_FIELDS: dict[str, object] = {"history": [], "transitions": [], "eval": {}}
+# ``bash_comparison`` goes with ``eval``: it explains a score from the outputs the archive drops.
+_TRACE_FIELDS: dict[str, object] = {"history": [], "transitions": [], "eval": {}, "bash_comparison": None}
 
 
 def compact(record: EpisodeRecord) -> EpisodeRecord:
-    """``record`` without its trace (``history``, ``transitions``, ``eval`` emptied); every other field kept."""
+    """``record`` without its trace (``history``, ``transitions``, ``eval`` emptied,
+    ``bash_comparison`` dropped); every other field kept."""
     return record.model_copy(update=_TRACE_FIELDS)
 
 

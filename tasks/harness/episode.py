@@ -15,11 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from stateflow.envs.base import Environment, Task
+from stateflow.envs.bash.env import COMPARISON
 from stateflow.tasks.agents.methods import build_method
 from stateflow.tasks.kit.actions import parse_action
 from stateflow.tasks.kit.benchmark import Benchmark
 from stateflow.tasks.kit.blackboard import episode_vars
 from stateflow.tasks.kit.episode_record import SCHEMA_VERSION, EpisodeRecord
+from stateflow.tasks.kit.layout import opening_message
 
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.http import HttpClients
@@ -109,7 +111,9 @@ def run_episode(
         models, scripts = spec.models.restricted_to(list(flow.states)), (spec.scripts or {})
     result = run(
         flow,
-        spec.benchmark.task_prompt(task),
+        # the question itself, unless the flow states it after its context (a prompt prefix
+        # shared by every task on one database: stateflow.tasks.kit.layout)
+        opening_message(flow, task, spec.benchmark.task_prompt),
         models=models,
         view=view,
         env=env,
@@ -128,9 +132,9 @@ def run_episode(
             if crashes:
                 result.error = "; ".join([result.error or "error", *crashes])
     submitted = v.done
-    if v.best_reward is not None:  # Try-Again: the best score over all attempts
+    if v.best_reward is not None:  # Try-Again: the best score over all attempts, and how it was scored
         reward_raw = float(v.reward if v.reward is not None else v.best_reward)
-        submit_info: dict[str, Any] = {}
+        submit_info: dict[str, Any] = dict(v.best_info)
     elif submitted:
         reward_raw = float(v.reward or 0.0)
         submit_info = dict(v.submit_info)
@@ -177,6 +181,7 @@ def run_episode(
         "transitions": [t.to_dict() for t in result.transitions],
         "history": result.history.to_list(),
         "eval": {k: str(submit_info[k])[:2000] for k in ("agent_obs", "eval_obs") if k in submit_info},
+        "bash_comparison": submit_info.get(COMPARISON),  # bash: what the reward compared (None elsewhere)
         "verdict": submit_info.get("verdict"),  # pdoctor: the oracle's findings (None elsewhere)
         "wall_s": round(clock() - t0, 4),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),

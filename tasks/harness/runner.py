@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Literal, get_args
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -41,6 +40,7 @@ from stateflow.tasks.harness.identity import (
     models_fingerprint,
     prompts_fingerprint,
 )
+from stateflow.tasks.harness.order import RUN_ORDERS, RunOrder, episode_order
 from stateflow.tasks.harness.records import ResultsFile, latest_records, record_key
 from stateflow.tasks.harness.run_lock import LOCK_NAME, RunLock
 from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions
@@ -66,10 +66,6 @@ __all__ = [
 ]
 
 
-RunOrder = Literal["method", "task"]
-"""The order episodes run in (:attr:`RunSpec.order`)."""
-
-
 @dataclass(frozen=True)
 class TaskSelection:
     """The task indices a ``--tasks`` value selects, each once, in the order given.
@@ -77,10 +73,13 @@ class TaskSelection:
     Attributes:
         indices: the distinct indices, first occurrence first.
         duplicates: indices the selection named more than once (each still runs once).
+        contexts: each index's task context (database, file system), for the ``context`` order;
+            empty when the order does not need them.
     """
 
     indices: tuple[int, ...]
     duplicates: tuple[int, ...] = ()
+    contexts: tuple[str | None, ...] = ()
 
 
 def _check_out_dir(out: Path) -> None:
@@ -176,7 +175,9 @@ class RunSpec:
     archive: Path | None = None  # a record archive (stateflow.tasks.harness.archive) whose episodes count as recorded
     # "method": every task of the first method, then the next method; "task": every method on the
     # first task, then the next task, so a run stopped part-way leaves all methods on the same
-    # tasks (comparable row by row) instead of the first methods done and the last not started
+    # tasks (comparable row by row) instead of the first methods done and the last not started;
+    # "context": tasks grouped by database / file system, so consecutive episodes share their
+    # prompt prefix in a model server's cache (stateflow.tasks.harness.order)
     order: RunOrder = "method"
     scripts: dict[str, ScriptedLLM] = field(default_factory=dict, compare=False)
     # one of K repeats (stateflow.tasks.harness.repeats): its index and the sampler seed every profile gets
@@ -184,8 +185,8 @@ class RunSpec:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.order not in get_args(RunOrder):
-            raise ValueError(f"RunSpec.order: {self.order!r} is not one of {', '.join(get_args(RunOrder))}")
+        if self.order not in RUN_ORDERS:
+            raise ValueError(f"RunSpec.order: {self.order!r} is not one of {', '.join(RUN_ORDERS)}")
         if not isinstance(self.benchmark, Benchmark):
             raise TypeError(
                 f"RunSpec.benchmark: give the Benchmark object, not {self.benchmark!r} "
@@ -346,6 +347,7 @@ class _Live:
         self.done = self.solved = self.errors = 0
         self.tokens = 0
         self.cost = 0.0
+        self.sent = self.cached = 0
 
     def add(self, r: EpisodeRecord) -> None:
         self.done += 1
@@ -353,11 +355,15 @@ class _Live:
         self.errors += r.status != "ok"
         self.tokens += r.prompt_tokens + r.completion_tokens
         self.cost += r.cost
+        self.sent += r.prompt_tokens
+        self.cached += min(r.cached_tokens, r.prompt_tokens)
 
     def text(self) -> str:
         sr = 100.0 * self.solved / self.done if self.done else 0.0
         err = f" | {self.errors} errored" if self.errors else ""
-        return f"SR {sr:5.1f}% | {self.tokens / 1000:.1f}k tok | ${self.cost:.4f}{err}"
+        # the share of prompt tokens the server evaluated (the rest came from its prompt cache)
+        share = f" | eval/sent {(self.sent - self.cached) / self.sent:.2f}" if self.sent else ""
+        return f"SR {sr:5.1f}% | {self.tokens / 1000:.1f}k tok{share} | ${self.cost:.4f}{err}"
 
 
 def evaluate(
@@ -408,6 +414,8 @@ def evaluate(
             sample = sample_of(tasks.strip(), spec.dataset, [probe.task(i) for i in range(len(probe))])
             tasks = ",".join(map(str, sample.indices))
         selection = select_tasks(tasks, len(probe))
+        if spec.order == "context":  # read the tasks' contexts once, while the probe is open
+            selection = replace(selection, contexts=tuple(probe.task(i).context for i in selection.indices))
         identities = run_identities(spec, dataset_fingerprint(probe))
     finally:
         probe.close()
@@ -510,11 +518,8 @@ def _run(
     done = {
         record_key(r) for r in current if r.identity_digest in digests and not (spec.retry_errors and r.status != "ok")
     }
-    pairs = (
-        ((m, i) for m in spec.methods for i in selection.indices)
-        if spec.order == "method"
-        else ((m, i) for i in selection.indices for m in spec.methods)
-    )
+    contexts = selection.contexts or (None,) * len(selection.indices)
+    pairs = episode_order(spec.methods, list(zip(selection.indices, contexts, strict=True)), spec.order)
     jobs = [(m, i) for m, i in pairs if (identities[m].digest, i) not in done]
     skipped = len(spec.methods) * len(selection.indices) - len(jobs)
     (spec.out / "run.json").write_text(

@@ -34,6 +34,8 @@ class EpisodeVars:
         submit_info: the environment's ``info`` of the submission (evaluation observations,
             PDoctor's verdict).
         best_reward: Try-Again: the best score of any attempt (``None`` elsewhere).
+        best_info: Try-Again: the environment's ``info`` of the first attempt scored
+            ``best_reward`` (what the record shows as the scored submission).
         tables: the tables ``SHOW TABLES`` listed (grammars may only name these).
         columns: each table's columns as ``describe_schema`` listed them (for the schema-linked
             grammar of :mod:`stateflow.tasks.sql.grammar`).
@@ -46,6 +48,7 @@ class EpisodeVars:
     reward: float | None = None
     submit_info: dict[str, Any] = field(default_factory=dict)
     best_reward: float | None = None
+    best_info: dict[str, Any] = field(default_factory=dict)
     tables: list[str] = field(default_factory=list)
     columns: dict[str, list[str]] = field(default_factory=dict)
     last_action: str | None = None

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from stateflow.envs.bash.comparison import BashComparison
 
 from stateflow.errors import StateFlowError
 
@@ -67,6 +68,10 @@ class EpisodeRecord(BaseModel):
         usage_by_state, usage_by_model: the same per state / model profile.
         path, transitions, history: the run's trace.
         eval: upstream's evaluation observations (cut to 2,000 characters).
+        bash_comparison: for Bash, what the reward compared (the file-system changes of both
+            sides, the content checks, the parts of the score); ``None`` elsewhere and in
+            records written before it was kept. Left out of the stored line when ``None``, so
+            older records are written back byte for byte.
         verdict: PDoctor's oracle findings (``None`` elsewhere).
         identity, identity_digest: the episode identity (:mod:`stateflow.tasks.harness.identity`);
             ``None`` in records written before identities existed.
@@ -111,6 +116,7 @@ class EpisodeRecord(BaseModel):
     transitions: list[dict[str, Any]] = Field(default_factory=list)
     history: list[dict[str, Any]] = Field(default_factory=list)
     eval: dict[str, str] = Field(default_factory=dict)
+    bash_comparison: BashComparison | None = None
     verdict: dict[str, Any] | None = None
     wall_s: float = 0.0
     finished_at: str = ""
@@ -145,8 +151,15 @@ class EpisodeRecord(BaseModel):
             raise InvalidRecordError(where, problems) from None
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as plain values (what the results file stores), unknown keys it was loaded with included."""
-        return self.model_dump()
+        """The record as plain values (what the results file stores), unknown keys it was loaded with included.
+
+        ``bash_comparison`` is left out when it is ``None`` (every record but a scored Bash
+        episode's), so records written before the field existed keep their exact text.
+        """
+        data = self.model_dump()
+        if data["bash_comparison"] is None:
+            del data["bash_comparison"]
+        return data
 
     def stamped(self, identity: dict[str, Any], digest: str) -> EpisodeRecord:
         """The same record carrying its episode identity and digest."""

@@ -9,7 +9,11 @@ Per group of records (e.g. one method with one model on one benchmark):
 * ``turns``: mean environment interactions per task;
 * ``error_rate``: % of actions that failed (not executed, or malformed replies);
 * ``cost``: total dollars; ``p_tokens`` / ``c_tokens``: mean prompt / completion tokens per task;
-* ``errored``: episodes that ended in an exception (model unreachable, timeout...).
+* ``errored``: episodes that ended in an exception (model unreachable, timeout...);
+* ``eval_share``: prompt tokens the model server evaluated divided by the prompt tokens sent,
+  from the server's own counts (``usage.prompt_tokens_details.cached_tokens``: tokens whose
+  state came from its prompt cache); 1 means no reuse, lower is better. ``None`` for a group that
+  sent no prompt tokens.
 
 Each episode counts once: only the newest record per identity and task is used (the results
 file is append-only, see :func:`stateflow.tasks.harness.records.latest_records`). Records of one group made with
@@ -28,7 +32,16 @@ from stateflow.tasks.harness.records import latest_records
 from stateflow.tasks.kit.episode_record import EpisodeRecord
 from stateflow.tasks.kit.stats import Interval, wilson_interval
 
-__all__ = ["GROUP_KEYS", "Row", "group_records", "load_results", "setting_labels", "summarize", "tokens_by_state"]
+__all__ = [
+    "GROUP_KEYS",
+    "Row",
+    "evaluated_share",
+    "group_records",
+    "load_results",
+    "setting_labels",
+    "summarize",
+    "tokens_by_state",
+]
 
 GROUP_KEYS = ("benchmark", "method", "models")
 
@@ -50,6 +63,7 @@ class Row:
     errored: int
     setting: str = ""
     solved: int = 0
+    eval_share: float | None = None
 
     @property
     def sr_ci(self) -> Interval:
@@ -72,6 +86,7 @@ class Row:
             "p_tokens": self.p_tokens,
             "c_tokens": self.c_tokens,
             "errored": self.errored,
+            "eval_share": self.eval_share,
         }
 
 
@@ -80,6 +95,7 @@ def _row(group: tuple[str, ...], rs: list[EpisodeRecord], setting: str) -> Row:
     actions = sum(r.turns for r in rs)
     failed = sum(r.failed_actions for r in rs)
     return Row(
+        eval_share=evaluated_share(rs),
         group=group,
         n=n,
         sr=100.0 * sum(r.success for r in rs) / n,
@@ -94,6 +110,19 @@ def _row(group: tuple[str, ...], rs: list[EpisodeRecord], setting: str) -> Row:
         errored=sum(r.status != "ok" for r in rs),
         setting=setting,
     )
+
+
+def evaluated_share(records: Iterable[EpisodeRecord]) -> float | None:
+    """Evaluated ÷ sent prompt tokens over ``records`` (``None`` when they sent none).
+
+    Evaluated tokens are the sent ones minus those the server reported as cached
+    (``cached_tokens``); a server that reports no cache counts every token as evaluated.
+    """
+    sent = cached = 0
+    for r in records:
+        sent += r.prompt_tokens
+        cached += min(r.cached_tokens, r.prompt_tokens)  # a hostile server cannot push the share below 0
+    return (sent - cached) / sent if sent else None
 
 
 def _identity(r: EpisodeRecord) -> dict[str, Any]:

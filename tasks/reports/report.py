@@ -34,7 +34,13 @@ _COLUMNS = [
     ("p-tokens", "p_tokens", "{:.0f}"),
     ("c-tokens", "c_tokens", "{:.0f}"),
     ("errored", "errored", "{}"),
+    # evaluated ÷ sent prompt tokens (the server's prompt-cache reuse; "-": nothing sent)
+    ("eval/sent", "eval_share", "{:.2f}"),
 ]
+
+
+def _cell(fmt: str, value: object) -> str:
+    return "-" if value is None else fmt.format(value)
 
 
 def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: str = "results") -> Table:
@@ -43,6 +49,8 @@ def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: 
     A ``setting`` column appears when some group holds records of several settings; it names
     the identity fields that tell the rows apart. ``95 % CI`` is the Wilson interval of the
     success rate over the row's tasks (:func:`~stateflow.tasks.kit.stats.wilson_interval`).
+    ``eval/sent`` is the share of prompt tokens the model server evaluated (the rest came from its
+    prompt cache; :func:`~stateflow.tasks.reports.metrics.evaluated_share`).
     """
     t = Table(title=title)
     for k in keys:
@@ -55,7 +63,7 @@ def metrics_table(rows: Sequence[Row], keys: Sequence[str] = GROUP_KEYS, title: 
         t.add_column(head, justify="right")
     for r in rows:
         d = r.as_dict(keys) | {"sr_ci": r.sr_ci.text()}
-        t.add_row(*r.group, *([r.setting] if mixed else []), str(r.n), *(fmt.format(d[a]) for _, a, fmt in _COLUMNS))
+        t.add_row(*r.group, *([r.setting] if mixed else []), str(r.n), *(_cell(fmt, d[a]) for _, a, fmt in _COLUMNS))
     return t
 
 
@@ -89,7 +97,8 @@ def plot_success(
     ylim: tuple[float, float] | None = None,
     styles: Sequence[PointStyle] | None = None,
 ) -> None:
-    """Draw one point per row on ``ax``: success rate against its cost or prompt tokens.
+    """Draw one point per row on ``ax``: success rate (with its 95 % Wilson interval as a whisker)
+    against its cost or prompt tokens.
 
     Args:
         ax: a matplotlib ``Axes``.
@@ -113,8 +122,20 @@ def plot_success(
         ax.scatter([value], [sr], s=_MARKER_AREA, color=st.color, marker=st.marker)
         for (value, sr), st in zip(points, styles, strict=True)
     ]
+    for (value, _), row, marker in zip(points, rows, markers, strict=True):
+        # the 95 % Wilson interval as a whisker in the point's colour, behind it (a line, so the
+        # axes' collections stay one marker per row)
+        ax.plot(
+            [value, value],
+            [row.sr_ci.low, row.sr_ci.high],
+            color=marker.get_facecolor()[0],
+            linewidth=1,
+            alpha=0.6,
+            zorder=marker.get_zorder() - 0.1,
+            solid_capstyle="butt",
+        )
     ax.set_xlabel("total cost ($)" if by_cost else "prompt tokens per task")
-    ax.set_ylabel("success rate (%)")
+    ax.set_ylabel("success rate (%, whiskers: 95 % Wilson interval)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
     if ylim is not None:

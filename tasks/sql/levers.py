@@ -34,6 +34,7 @@ from stateflow.tasks.sql.transforms import (
     with_cut,
     with_error_budget,
     with_guard,
+    with_prefix_first,
     with_question_last,
     with_schema_grammar,
     with_similar_examples,
@@ -54,6 +55,7 @@ _VOTES = 'docs/results-history.md, "Two more votes, toward 65 % (2026-11-26)"'
 _SHOTS = 'docs/results-history.md, "A grammar bound to the schema, and worked answers (2026-11-26)"'
 _BUDGET = 'docs/results-history.md, "The paper\'s flows on the 1.5B model, and an Error budget (2026-11-25)"'
 _PAPER = 'docs/results-history.md, "The paper\'s three methods on the 0.5B model (2026-11-25)"'
+_THROUGHPUT = 'docs/results.md, "Throughput on the embedded model (issue 49)"'
 
 
 def _solve_rule(line: str) -> Any:
@@ -186,6 +188,14 @@ SQL_LEVERS_LIST: tuple[Lever, ...] = (
         applies_to=_SQL,
         effect='docs/results-history.md, "The question after the schema...": 61 -> 66 % dev, 55 -> 59 % held out',
         apply=lambda flow, ctx: with_question_last(flow),
+    ),
+    Lever(
+        "prefix_first",
+        "the episode opens with a fixed sentence and the question comes only after the schema (prompt cache reuse)",
+        needs=("question_last",),
+        applies_to=_SQL,
+        effect=f"{_THROUGHPUT}: measured paired against the flow without it, see the section",
+        apply=lambda flow, ctx: with_prefix_first(flow),
     ),
     Lever(
         "schema_grammar",
@@ -345,6 +355,7 @@ def build_sql_flow(
     similar_examples: int = 0,
     fewest_tables: bool = False,
     question_last: bool = False,
+    prefix_first: bool = False,
     fmt: ObservationFormat | None = None,
     name: str | None = None,
 ) -> Flow:
@@ -377,6 +388,7 @@ def build_sql_flow(
         "solve_examples": solve_examples,
         "similar_examples": similar_examples > 0,
         "question_last": question_last,
+        "prefix_first": prefix_first,
         "schema_grammar": schema_grammar,
         "vote": vote > 0,
         "answer_vote": answer_vote,

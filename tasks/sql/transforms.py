@@ -17,6 +17,7 @@ from stateflow.tasks.kit.grammar import (
     EXECUTE_ONLY_GBNF,
     THOUGHT_ACTION_GBNF,
 )
+from stateflow.tasks.kit.layout import state_question
 from stateflow.tasks.kit.prompts import load_prompt
 from stateflow.tasks.kit.tools import (
     repeats_last_action,
@@ -45,6 +46,7 @@ __all__ = [
     "with_error_budget",
     "with_guard",
     "with_levers",
+    "with_prefix_first",
     "with_question_last",
     "with_schema_grammar",
     "with_similar_examples",
@@ -184,6 +186,29 @@ def with_question_last(flow: Flow) -> Flow:
     """
     init = _schema_listing_init(flow, "with_question_last")
     return flow.variant(flow.name, replace=[init.with_outputs(*init.outputs, restate_question())])
+
+
+def with_prefix_first(flow: Flow) -> Flow:
+    """The question is said once, after the schema: the episode opens with a sentence shared by
+    every task (:mod:`stateflow.tasks.kit.layout`), and Init's repeated question
+    (:func:`with_question_last`) becomes the only one; not the paper's flow.
+
+    Why: with the question as the first message, tasks on one database share only the system
+    message, so the embedded server evaluates the schema listing (~500-1,000 tokens) again in
+    every episode; laid out this way they share everything before the question, which the
+    server's prompt cache then serves. It changes what the model reads (no question before the
+    schema), so it is measured against the flow without it (``scripts/bench_throughput.py``).
+
+    Raises:
+        ValueError: Init does not repeat the question after the schema (``question_last``).
+    """
+    init = _schema_listing_init(flow, "with_prefix_first")
+    at = next((i for i, o in enumerate(init.outputs) if isinstance(o, Tool) and o.name == "restate_question"), None)
+    if at is None:
+        raise ValueError(f"with_prefix_first: flow {flow.name!r} does not repeat the question in {init.name}")
+    outs = list(init.outputs)
+    outs[at] = state_question()
+    return flow.variant(flow.name, replace=[init.with_outputs(*outs)])
 
 
 def with_solve_examples(flow: Flow) -> Flow:

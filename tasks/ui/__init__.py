@@ -1,6 +1,8 @@
 """``stateflow ui``: a local web app over results directories and archive files.
 
-* :mod:`.index`: the data layer (byte offsets per record, traces read on demand, live files);
+* :mod:`.index`: the data layer (byte offsets per record, traces read on demand, live files),
+  reading lines with :mod:`.lines`; :mod:`.summary`: the overview's persisted sums of
+  :mod:`.figures` (a first page reads them instead of the records);
 * :mod:`.overview`, :mod:`.task_query`, :mod:`.steps`, :mod:`.graph`: what each page shows;
 * :mod:`.app`: the pages (request in, response out), :mod:`.server`: HTTP on 127.0.0.1.
 

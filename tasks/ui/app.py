@@ -21,7 +21,7 @@ import jinja2
 from stateflow.tasks.harness.flow_cards import FlowCard, load_cards
 from stateflow.tasks.ui.graph import GraphCache
 from stateflow.tasks.ui.index import IndexedEpisode, RunIndex
-from stateflow.tasks.ui.overview import Cell, cells, paired, state_bars, success_plot
+from stateflow.tasks.ui.overview import Cell, paired, state_bars, success_plot
 from stateflow.tasks.ui.steps import align, steps_of, submission_of, taken_edges
 from stateflow.tasks.ui.task_query import QueryError, TaskQuery, choices_of, run_query
 
@@ -41,10 +41,23 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def renderer() -> jinja2.Environment:
-    """The templates, HTML-escaping every value (model output is shown on these pages)."""
+def renderer(template_cache: Path | None = None) -> jinja2.Environment:
+    """The templates, HTML-escaping every value (model output is shown on these pages).
+
+    Args:
+        template_cache: a directory for Jinja2's compiled templates (compiling them is most of
+            a first page's time once the runs are summarised); ``None`` compiles them in memory.
+    """
+    cache = None
+    if template_cache is not None:
+        try:
+            template_cache.mkdir(parents=True, exist_ok=True)
+            cache = jinja2.FileSystemBytecodeCache(str(template_cache))
+        except OSError:  # a read-only cache directory: compile at each start
+            cache = None
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_HERE / "templates"),
+        bytecode_cache=cache,
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -63,10 +76,11 @@ def asset(name: str) -> str:
 class UiApp:
     """The pages over a :class:`RunIndex` (see the module docstring)."""
 
-    def __init__(self, index: RunIndex, *, live_poll_s: float = 2.0):
+    def __init__(self, index: RunIndex, *, live_poll_s: float = 2.0, template_cache: Path | None = None):
+        """Serve ``index``; ``template_cache`` keeps compiled templates between starts (see :func:`renderer`)."""
         self.index = index
         self.graphs = GraphCache()
-        self.env = renderer()
+        self.env = renderer(template_cache)
         self.live_poll_s = live_poll_s
 
     # -- dispatch ----------------------------------------------------------------------------------
@@ -77,7 +91,11 @@ class UiApp:
                 return self.static(path.removeprefix("/static/"))
             if path.startswith("/runs/"):
                 return self.run_file(path.removeprefix("/runs/"))
-            self.index.refresh()
+            # The overview and the live check read the summaries only; other pages need records.
+            if path in ("/", "/api/stamp") and not (params.get("a") and params.get("b")):
+                self.index.refresh_summaries()
+            else:
+                self.index.refresh()
             pages = {
                 "/": self.overview,
                 "/tasks": self.tasks,
@@ -104,7 +122,7 @@ class UiApp:
 
     def _common(self) -> dict[str, Any]:
         return {
-            "sources": self.index.sources,
+            "sources": self.index.summaries,
             "stamp": self._stamp_text(),
             "poll_ms": int(self.live_poll_s * 1000),
             "static": False,
@@ -149,7 +167,7 @@ class UiApp:
 
     # -- pages ---------------------------------------------------------------------------------------
     def _cells(self) -> list[Cell]:
-        return cells(ep.record for ep in self.index.episodes())
+        return self.index.cells()
 
     def overview(self, params: Mapping[str, str]) -> Response:
         rows = self._cells()
@@ -160,7 +178,7 @@ class UiApp:
                 raise QueryError(f"{name}={value!r} is not a row of this overview (pick one from the list)")
         pairs: dict[int, tuple[IndexedEpisode | None, IndexedEpisode | None]] = {}
         if a and b:
-            comparison = paired(by_id[a], by_id[b])
+            comparison = paired(by_id[a], by_id[b], (ep.record for ep in self.index.episodes()))
             for task in (*comparison.won_tasks, *comparison.lost_tasks):
                 pairs[task] = (self.index.find_any(a, task), self.index.find_any(b, task))
         return self._page(

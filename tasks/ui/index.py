@@ -15,6 +15,10 @@ start.
 
 Lines that are not records never stop the UI: a corrupt line, a record of a newer schema or an
 invalid record becomes a :class:`Problem` naming the file and line, shown on the pages.
+
+:class:`RunIndex` builds this index only when a page needs records (tasks, an episode, side by
+side, a paired comparison); the overview and the live pages' change check read each source's
+summary (:mod:`stateflow.tasks.ui.summary`), which a second start reads from disk.
 """
 
 from __future__ import annotations
@@ -23,42 +27,22 @@ import json
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from stateflow.tasks.harness.records import record_key
-from stateflow.tasks.kit.episode_record import SCHEMA_VERSION, EpisodeRecord, InvalidRecordError
+from stateflow.tasks.kit.episode_record import EpisodeRecord, InvalidRecordError
+from stateflow.tasks.ui.figures import CellKey, CellTotals, EpisodeFigures
+from stateflow.tasks.ui.lines import Problem, Stamp, parse_line
+from stateflow.tasks.ui.overview import Cell, cells_of, cells_of_totals
+from stateflow.tasks.ui.summary import SourceSummary, summary_file
 
 from stateflow.errors import ConfigError
 
 __all__ = ["EpisodeRef", "IndexedEpisode", "Problem", "RunIndex", "SourceIndex", "Stamp"]
 
-# Fields a list never shows; read from disk only for an episode's own page.
-_TRACE_FIELDS = ("history", "transitions", "eval")
 _CHUNK = 4 << 20  # bytes read at a time while indexing: bounds memory whatever the file's size
-
-ProblemKind = Literal["corrupt", "newer-schema", "invalid"]
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A line of a source that is not a readable record (shown on the pages, never fatal).
-
-    Attributes:
-        source: the file.
-        line: its 1-based line number.
-        kind: ``corrupt`` (not JSON), ``newer-schema`` (written by a newer StateFlow) or
-            ``invalid`` (JSON, but not a valid record).
-        message: what is wrong, as the record reader says it.
-        summary: ``method / task`` when the line names them (so a newer record is recognisable).
-    """
-
-    source: str
-    line: int
-    kind: ProblemKind
-    message: str
-    summary: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,15 +70,6 @@ class IndexedEpisode:
     @property
     def key(self) -> tuple[str, int]:
         return record_key(self.record)
-
-
-@dataclass(frozen=True)
-class Stamp:
-    """What a source looked like at its last refresh (the live pages poll for a change)."""
-
-    records: int
-    problems: int
-    size: int
 
 
 @dataclass
@@ -157,43 +132,13 @@ class SourceIndex:
 
     def _index_line(self, line: bytes, offset: int, length: int) -> None:
         self.lines += 1
-        if not line.strip():
+        parsed = parse_line(line, self.path, self.lines, self._identities)
+        if parsed is None:
             return
-        where = f"{self.path}:{self.lines}"
-        small, has_vote = _without_trace(line)
-        if small is None:  # the fast cut did not apply: parse the whole line
-            try:
-                data = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as err:
-                msg = err.msg if isinstance(err, json.JSONDecodeError) else str(err)
-                self.problems.append(Problem(str(self.path), self.lines, "corrupt", f"not a JSON record ({msg})"))
-                return
-            if not isinstance(data, dict):
-                self.problems.append(Problem(str(self.path), self.lines, "invalid", "not a JSON object"))
-                return
-            history = data.get("history")
-            has_vote = isinstance(history, list) and any(
-                isinstance(m, dict) and isinstance(m.get("meta"), dict) and "vote" in m["meta"] for m in history
-            )
-            small = {k: v for k, v in data.items() if k not in _TRACE_FIELDS}
-        # Records of one setting carry the same identity (~40 fields): keep one copy of it.
-        digest, identity = small.get("identity_digest"), small.get("identity")
-        shared = self._identities.get(digest) if isinstance(digest, str) else None
-        if shared is not None and shared == identity:
-            small["identity"] = None
-        try:
-            record = EpisodeRecord.from_dict(small, where=where)
-        except InvalidRecordError as err:
-            version = small.get("schema_version", 0)
-            newer = isinstance(version, int) and version > SCHEMA_VERSION
-            summary = f"{small.get('method', '?')} / task {small.get('task', '?')}"
-            kind: ProblemKind = "newer-schema" if newer else "invalid"
-            self.problems.append(Problem(str(self.path), self.lines, kind, "; ".join(err.problems), summary))
+        if isinstance(parsed, Problem):
+            self.problems.append(parsed)
             return
-        if shared is not None and small["identity"] is None:
-            record = record.model_copy(update={"identity": shared})
-        elif isinstance(digest, str) and record.identity is not None:
-            self._identities[digest] = record.identity
+        record, has_vote = parsed
         ep = IndexedEpisode(EpisodeRef(self.number, offset, length, self.lines), record, has_vote)
         # newest record per key wins, placed where it was written (as latest_records orders them)
         self.episodes.pop(ep.key, None)
@@ -201,35 +146,6 @@ class SourceIndex:
 
     def stamp(self) -> Stamp:
         return Stamp(len(self.episodes), len(self.problems), self._done + self.torn_tail)
-
-
-# The results file writes a record's fields in EpisodeRecord's order, in which the trace is one
-# stretch: `, "transitions": [...], "history": [...], "eval": {...}` right before `, "verdict": `.
-# Cutting it out before parsing skips most of each line (10-100 KB of messages in a real run).
-# A quote inside a JSON string is always escaped, so these byte patterns can only be keys; a line
-# where either occurs more than once (a nested key of that name, or two records run together by
-# a torn write) is parsed whole instead, as is any line the cut leaves unparsable.
-_TRACE_START = b', "transitions": ['
-_TRACE_END = b', "verdict": '
-_TRACE_INNER = (b', "history": [', b', "eval": {')
-
-
-def _without_trace(line: bytes) -> tuple[dict[str, Any] | None, bool]:
-    """(the record of ``line`` without its trace, whether a vote ran), or ``(None, False)``
-    when the fast cut does not apply (see above)."""
-    if line.count(_TRACE_START) != 1 or line.count(_TRACE_END) != 1:
-        return None, False
-    start, end = line.find(_TRACE_START), line.find(_TRACE_END)
-    trace = line[start:end]
-    if end < start or not all(part in trace for part in _TRACE_INNER):
-        return None, False
-    try:
-        data = json.loads(line[:start] + line[end:])
-    except ValueError:
-        return None, False
-    if not isinstance(data, dict) or any(k in data for k in _TRACE_FIELDS):
-        return None, False
-    return data, b'"vote": {' in trace
 
 
 def _source_path(given: Path) -> tuple[Path, Path]:
@@ -242,11 +158,23 @@ def _source_path(given: Path) -> tuple[Path, Path]:
 class RunIndex:
     """The UI's sources: results directories and archive/results files, indexed and kept fresh.
 
+    Two levels per source, each read only when a page needs it: the *summary*
+    (:class:`~stateflow.tasks.ui.summary.SourceSummary`: the overview's figures per episode,
+    persisted in ``summaries`` when given) and the full *index* of trace-less records
+    (:class:`SourceIndex`, built on the first call that needs records: :meth:`episodes`,
+    :meth:`find`...). The overview and the live pages' stamps use the summary only, so a first
+    page over 10,000 episodes reads one small file instead of the records.
+
     Thread-safe: the server answers requests from several threads, each refreshing first.
     """
 
-    def __init__(self, paths: list[str | os.PathLike[str]]):
-        """Index ``paths`` (directories holding ``results.jsonl``, or results / archive files).
+    def __init__(self, paths: list[str | os.PathLike[str]], *, summaries: Path | None = None):
+        """Name the sources (nothing is read yet but a persisted summary, on the first refresh).
+
+        Args:
+            paths: directories holding ``results.jsonl``, or results / archive files.
+            summaries: a directory to keep each source's summary in between runs (``stateflow ui``
+                uses ``<cache dir>/ui``); ``None`` keeps them in memory only.
 
         Raises:
             ConfigError: no path given, or a path that does not exist (a directory without
@@ -262,34 +190,84 @@ class RunIndex:
             file, root = _source_path(given.resolve())
             sources.append(SourceIndex(i, file, root, given_file=file.parent == root and not given.is_dir()))
         self.sources: tuple[SourceIndex, ...] = tuple(sources)
+        self.summaries: tuple[SourceSummary, ...] = tuple(
+            SourceSummary(s.path, s.root, s.given_file, None if summaries is None else summary_file(summaries, s.path))
+            for s in sources
+        )
+        self._built = self._summarised = False
         self._lock = threading.Lock()
-        self.refresh()
+
+    def refresh_summaries(self) -> bool:
+        """Bring every source's summary up to its file; whether anything changed."""
+        with self._lock:
+            self._summarised = True
+            return any([s.refresh() for s in self.summaries])  # a list: refresh every source
+
+    def _ensure_summarised(self) -> None:
+        if not self._summarised:
+            self.refresh_summaries()
 
     def refresh(self) -> bool:
-        """Read what every source gained since the last call; whether anything changed."""
+        """Read what every source gained since the last call (building the full index the first
+        time) and refresh the summaries; whether anything changed."""
         with self._lock:
-            return any([s.refresh() for s in self.sources])  # a list: refresh every source
+            self._built = self._summarised = True
+            changed = [s.refresh() for s in self.sources]
+            return any([s.refresh() for s in self.summaries] + changed)
+
+    def _ensure_built(self) -> None:
+        if not self._built:
+            self.refresh()
+
+    def cells(self) -> list[Cell]:
+        """The overview's rows over every source, from the summaries.
+
+        Each source's sums are added up; only when two sources hold the same row (the same
+        episodes may be in both, e.g. a results directory and an archive made from it) are
+        the episodes' figures read, so that each episode counts once (the last source's record).
+        """
+        self._ensure_summarised()
+        with self._lock:
+            identities = {d: i for s in self.summaries for d, i in s.identities.items()}
+            keys = [k for s in self.summaries for k in s.totals]
+            if len(keys) == len(set(keys)):
+                merged: dict[CellKey, CellTotals] = {}
+                for s in self.summaries:
+                    for key, t in s.totals.items():
+                        merged[key] = replace(t, states=dict(t.states))
+                return cells_of_totals(merged, identities)
+            newest: dict[tuple[str, int], EpisodeFigures] = {}
+            for s in self.summaries:
+                for key, f in s.rows().items():
+                    newest.pop(key, None)
+                    newest[key] = f
+        return cells_of(newest.values(), identities)
 
     def episodes(self) -> Iterator[IndexedEpisode]:
         """Every indexed episode (newest record per key), source by source, in file order."""
+        self._ensure_built()
         with self._lock:
             snapshot = [list(s.episodes.values()) for s in self.sources]
         for eps in snapshot:
             yield from eps
 
     def problems(self) -> list[Problem]:
+        """The lines that are not readable records (as the summaries found them)."""
+        self._ensure_summarised()
         with self._lock:
-            return [p for s in self.sources for p in s.problems]
+            return [p for s in self.summaries for p in s.problems]
 
     def find(self, source: int, digest: str, task: int) -> IndexedEpisode | None:
         """The indexed episode of ``source`` with that identity digest and task, if any."""
         if not 0 <= source < len(self.sources):
             return None
+        self._ensure_built()
         with self._lock:
             return self.sources[source].episodes.get((digest, task))
 
     def find_any(self, digest: str, task: int) -> IndexedEpisode | None:
         """The episode with that identity digest and task in the first source holding one."""
+        self._ensure_built()
         with self._lock:
             return next((ep for s in self.sources if (ep := s.episodes.get((digest, task))) is not None), None)
 
@@ -316,5 +294,7 @@ class RunIndex:
         return record
 
     def stamps(self) -> list[Stamp]:
+        """What each source looked like at its summary's last refresh."""
+        self._ensure_summarised()
         with self._lock:
-            return [s.stamp() for s in self.sources]
+            return [s.stamp() for s in self.summaries]

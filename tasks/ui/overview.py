@@ -16,13 +16,15 @@ interval (unlike the normal approximation) stays inside [0, 1] and is sensible a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from stateflow.tasks.harness.records import LEGACY_IDENTITY
+from stateflow.tasks.harness.records import latest_records, record_key
 from stateflow.tasks.kit.episode_record import EpisodeRecord
-from stateflow.tasks.reports.metrics import GROUP_KEYS, group_records
+from stateflow.tasks.reports.metrics import setting_labels
 from stateflow.tasks.reports.paired import PairedComparison, compare
+from stateflow.tasks.ui.figures import CellKey, CellTotals, EpisodeFigures, totals_of
 
 __all__ = [
     "Cell",
@@ -32,6 +34,8 @@ __all__ = [
     "StateBar",
     "SuccessPlot",
     "cells",
+    "cells_of",
+    "cells_of_totals",
     "paired",
     "state_bars",
     "success_plot",
@@ -63,6 +67,8 @@ class Cell:
         id: the identity digest of its records (what ``?a=`` / ``?b=`` name in the comparison).
         success_lo, success_hi: the 95 % Wilson interval of the success rate, in %.
         seconds: mean wall-clock seconds per episode; tokens: mean prompt + completion tokens.
+        states: mean prompt + completion tokens per episode by state, in the order its episodes
+            first visit them (states without tokens left out).
     """
 
     id: str
@@ -82,7 +88,7 @@ class Cell:
     cost: float
     seconds: float
     errored: int
-    records: tuple[EpisodeRecord, ...]
+    states: tuple[tuple[str, float], ...] = ()
 
     @property
     def tokens(self) -> float:
@@ -94,45 +100,75 @@ class Cell:
         return f"{text} [{self.setting}]" if self.setting else text
 
 
-def _mean(values: Iterable[float], n: int) -> float:
-    return sum(values) / n if n else 0.0
-
-
 def cells(records: Iterable[EpisodeRecord]) -> list[Cell]:
     """The overview rows, in the order of the CLI tables (benchmark, method, models, setting)."""
+    newest = latest_records(records)
+    identities = {r.identity_digest: r.identity for r in newest if r.identity_digest and r.identity}
+    return cells_of([EpisodeFigures.of(r) for r in newest], identities)
+
+
+def cells_of(figures: Iterable[EpisodeFigures], identities: Mapping[str, dict[str, Any]]) -> list[Cell]:
+    """The overview rows from each episode's figures (newest per episode, as a summary keeps them)."""
+    return cells_of_totals(totals_of(figures), identities)
+
+
+def cells_of_totals(totals: Mapping[CellKey, CellTotals], identities: Mapping[str, dict[str, Any]]) -> list[Cell]:
+    """The overview rows from their sums.
+
+    Grouped as :func:`stateflow.tasks.reports.metrics.group_records` groups records: by benchmark,
+    method and models, each setting (identity) apart and labelled by ``setting_labels``.
+    """
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for benchmark, method, models, digest in totals:
+        groups.setdefault((benchmark, method, models), []).append(digest)
     out = []
-    for (benchmark, method, models), setting, rs in group_records(records, GROUP_KEYS):
-        n, solved = len(rs), sum(r.success for r in rs)
-        lo, hi = wilson_interval(solved, n)
-        digest = rs[0].identity_digest or f"{LEGACY_IDENTITY}:{benchmark}/{method}/{models}"
-        out.append(
-            Cell(
-                id=digest,
-                benchmark=benchmark,
-                method=method,
-                models=models,
-                setting=setting,
-                n=n,
-                solved=solved,
-                success=100.0 * solved / n,
-                success_lo=100.0 * lo,
-                success_hi=100.0 * hi,
-                reward=_mean((max(r.reward_raw, 0.0) for r in rs), n),
-                prompt_tokens=_mean((r.prompt_tokens for r in rs), n),
-                completion_tokens=_mean((r.completion_tokens for r in rs), n),
-                cached_tokens=_mean((r.cached_tokens for r in rs), n),
-                cost=sum(r.cost for r in rs),
-                seconds=_mean((r.wall_s for r in rs), n),
-                errored=sum(r.status != "ok" for r in rs),
-                records=tuple(rs),
-            )
-        )
+    for (benchmark, method, models), digests in sorted(groups.items()):
+        digests.sort()
+        labels = setting_labels([dict(identities.get(d) or {}) for d in digests])
+        for label, digest in sorted(zip(labels, digests, strict=True), key=lambda t: t[0]):
+            out.append(_cell(benchmark, method, models, label, totals[benchmark, method, models, digest]))
     return out
 
 
-def paired(baseline: Cell, candidate: Cell) -> PairedComparison:
-    """``stateflow compare``'s comparison of two overview rows (won / lost, sign test)."""
-    return compare(baseline.records, candidate.records, labels=(baseline.label, candidate.label))
+def _cell(benchmark: str, method: str, models: str, setting: str, t: CellTotals) -> Cell:
+    n = t.n
+    lo, hi = wilson_interval(t.solved, n)
+    return Cell(
+        id=t.key_digest,
+        benchmark=benchmark,
+        method=method,
+        models=models,
+        setting=setting,
+        n=n,
+        solved=t.solved,
+        success=100.0 * t.solved / n,
+        success_lo=100.0 * lo,
+        success_hi=100.0 * hi,
+        reward=t.reward / n,
+        prompt_tokens=t.prompt_tokens / n,
+        completion_tokens=t.completion_tokens / n,
+        cached_tokens=t.cached_tokens / n,
+        cost=t.cost,
+        seconds=t.seconds / n,
+        errored=t.errored,
+        states=tuple((s, v / n) for s, v in t.states.items() if v),
+    )
+
+
+def paired(baseline: Cell, candidate: Cell, records: Iterable[EpisodeRecord]) -> PairedComparison:
+    """``stateflow compare``'s comparison of two overview rows (won / lost, sign test).
+
+    Args:
+        records: records holding both rows' episodes (others are ignored); each row takes the
+            newest record of its identity per task.
+    """
+    newest = latest_records(records)
+    mine = {
+        c.id: [r for r in newest if record_key(r)[0] == c.id and (r.benchmark, r.method, r.models) ==
+               (c.benchmark, c.method, c.models)]
+        for c in (baseline, candidate)
+    }  # fmt: skip
+    return compare(mine[baseline.id], mine[candidate.id], labels=(baseline.label, candidate.label))
 
 
 @dataclass(frozen=True)
@@ -268,15 +304,7 @@ def state_bars(rows: Sequence[Cell], *, width: float = 420.0) -> list[StateBar]:
     legend never mixes the states of different flows (the report's former tokens-by-state plot
     put every flow's states in one legend).
     """
-    per_row: list[tuple[Cell, dict[str, float]]] = []
-    for c in rows:
-        sums: dict[str, float] = {}
-        for r in c.records:
-            for state in r.path:
-                sums.setdefault(state, 0.0)
-            for state, u in r.usage_by_state.items():
-                sums[state] = sums.get(state, 0.0) + u.get("prompt_tokens", 0) + u.get("completion_tokens", 0)
-        per_row.append((c, {s: v / c.n for s, v in sums.items() if v}))
+    per_row = [(c, dict(c.states)) for c in rows]
     top = max((sum(d.values()) for _, d in per_row), default=0.0) or 1.0
     colors: dict[str, str] = {}
     bars = []

@@ -14,9 +14,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stateflow.envs.bash.comparison import BashComparison
 from stateflow.tasks.kit.episode_record import EpisodeRecord
 
-__all__ = ["Message", "Step", "Submission", "VoteCandidate", "align", "steps_of", "submission_of", "taken_edges"]
+__all__ = [
+    "BASH_BENCHMARK",
+    "FsRow",
+    "Message",
+    "Step",
+    "Submission",
+    "VoteCandidate",
+    "align",
+    "fs_rows",
+    "steps_of",
+    "submission_of",
+    "taken_edges",
+]
+
+BASH_BENCHMARK = "intercode-bash"
 
 
 @dataclass(frozen=True)
@@ -147,28 +162,78 @@ def align(a: Sequence[Step], b: Sequence[Step]) -> list[tuple[Step | None, Step 
 class Submission:
     """What was scored: the agent's last statement and its result next to the gold and its result.
 
-    ``extra`` holds the other evaluation fields the environment recorded (for Bash, e.g. the
-    comparison of outputs), shown as they are.
+    ``result`` / ``gold_result`` are ``None`` when the record does not hold them (an archive),
+    ``""`` when the command printed nothing (shown differently: an edit in place prints nothing).
+
+    ``extra`` holds the other evaluation fields the environment recorded, shown as they are.
+    For a Bash episode (``bash``), ``comparison`` is what the reward compared (``None`` in
+    records written before it was kept: the page says "not recorded"), and ``fs`` its file
+    system changes path by path.
     """
 
     statement: str
-    result: str
+    result: str | None
     gold: str
-    gold_result: str
+    gold_result: str | None
     reward: float
     extra: dict[str, str]
+    bash: bool = False
+    comparison: BashComparison | None = None
+    fs: tuple[FsRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class FsRow:
+    """One path of a Bash comparison: each side's ``git status`` code and what the reward made of it.
+
+    Attributes:
+        agent, gold: the status codes on each side (``""``: that side did not change the path;
+            several codes are joined by a space).
+        outcome: ``same`` (both made that change), ``missing`` (only the gold did), ``extra``
+            (only the agent did) or ``different`` (both changed it, differently).
+        content: ``same`` / ``differs`` where the reward compared the file's hashes, else ``""``.
+    """
+
+    path: str
+    agent: str
+    gold: str
+    outcome: str
+    content: str
+
+
+def fs_rows(c: BashComparison) -> tuple[FsRow, ...]:
+    """The comparison's changes merged by path, sorted by path (missing and extra first)."""
+    agent: dict[str, list[str]] = {}
+    gold: dict[str, list[str]] = {}
+    for side, changes in ((agent, (*c.agent_changes, *c.extra)), (gold, (*c.gold_changes, *c.missing))):
+        for ch in changes:
+            codes = side.setdefault(ch.path, [])
+            if ch.status not in codes:
+                codes.append(ch.status)
+    content = {x.path: "same" if x.same else "differs" for x in c.content}
+    rows = []
+    for path in sorted(agent.keys() | gold.keys()):
+        a, g = sorted(agent.get(path, [])), sorted(gold.get(path, []))
+        outcome = "same" if a == g else "missing" if not a else "extra" if not g else "different"
+        rows.append(FsRow(path, " ".join(a), " ".join(g), outcome, content.get(path, "")))
+    rank = {"missing": 0, "extra": 0, "different": 0, "same": 1}
+    return tuple(sorted(rows, key=lambda r: rank[r.outcome]))
 
 
 def submission_of(record: EpisodeRecord) -> Submission:
     """The episode's submission as recorded (``eval`` holds both observations, cut to 2,000 characters)."""
     ev = {str(k): _text(v) for k, v in record.eval.items()}
+    comparison = record.bash_comparison
     return Submission(
         statement=record.last_action or "",
-        result=ev.pop("agent_obs", ""),
+        result=ev.pop("agent_obs", None),
         gold=record.gold,
-        gold_result=ev.pop("eval_obs", ""),
+        gold_result=ev.pop("eval_obs", None),
         reward=record.reward_raw,
         extra=ev,
+        bash=record.benchmark == BASH_BENCHMARK,
+        comparison=comparison,
+        fs=fs_rows(comparison) if comparison is not None else (),
     )
 
 

@@ -16,6 +16,9 @@ MODULES = [
     "stateflow.checkpoint.sqlite",
     "stateflow.checkpoint.delta",
     "stateflow.errors",
+    "stateflow.subflow",
+    "stateflow.parallel",
+    "stateflow.structured",
 ]
 
 

@@ -178,7 +178,7 @@ def test_bad_state_and_transition_arguments_say_which():
         State("S", "text")  # type: ignore[arg-type]
     assert exc.value.state == "S"
     assert exc.value.problems == [
-        "state 'S': 'text' is not an output function (Prompt, LLM, Tool, AutoGenAgent or Human)"
+        "state 'S': 'text' is not an output function (Prompt, LLM, Tool, AutoGenAgent, Human, Parallel or a Flow)"
     ]
     with pytest.raises(TypeError, match=r"^Transition to 'B': when= must be a Condition, got str$"):
         Transition(A, B, when="x")  # type: ignore[arg-type]

@@ -62,7 +62,9 @@ ROOMS: dict[str, frozenset[str]] = {
     "reports": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports"}),
     # `stateflow ui` and the one-file report drawn from its templates
     "ui": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports", "ui"}),
-    "cli": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports", "ui", "cli"}),
+    # `stateflow optimize`: searches with the runner, reports with the statistics
+    "optimize": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports", "optimize"}),
+    "cli": frozenset({"kit", "agents", *_BENCHMARKS, "harness", "reports", "ui", "optimize", "cli"}),
 }
 
 

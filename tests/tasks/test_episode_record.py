@@ -5,6 +5,7 @@ Loading from the results file is tested in ``test_records.py``; these are the re
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -73,3 +74,21 @@ def test_stamped_adds_the_identity_and_changes_nothing_else():
     assert (s.identity, s.identity_digest) == ({"dataset": "demo"}, "abcd")
     assert s.to_dict() == r.to_dict() | {"identity": {"dataset": "demo"}, "identity_digest": "abcd"}
     assert r.identity is None  # records are immutable values
+
+
+def test_a_bash_record_keeps_what_its_reward_compared_through_its_json_line():
+    from stateflow.envs.bash.comparison import BashComparison
+
+    c = BashComparison.of(
+        agent=[("demo/a", "??")], gold=[("demo/a", "??")], same={("demo/a", "??"): False},
+        diff_score=0.33, content_score=0.0, answer_score=0.33, similarity=1.0, corrupt_gold=False,
+    )  # fmt: skip
+    fields = dict(benchmark="intercode-bash", method="m", models="x", task=0, status="ok", turns=1, failed_actions=0)
+    record = EpisodeRecord.from_dict(fields | {"success": False, "reward_raw": 0.67, "bash_comparison": c.model_dump()})
+    back = EpisodeRecord.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert back.bash_comparison == c and back.bash_comparison.content[0].same is False
+    # a record without one is written without the key, so older lines are written back unchanged
+    plain = EpisodeRecord.from_dict(fields | {"success": True, "reward_raw": 1.0})
+    assert "bash_comparison" not in plain.to_dict()
+    with pytest.raises(InvalidRecordError, match=r"bash_comparison\.missing"):
+        EpisodeRecord.from_dict(fields | {"success": True, "reward_raw": 1.0, "bash_comparison": {"missing": 3}})

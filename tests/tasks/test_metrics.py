@@ -129,7 +129,7 @@ def test_row_as_dict_is_the_group_keys_then_every_metric():
     d = row.as_dict(("benchmark", "method", "models"))
     assert list(d) == [
         "benchmark", "method", "models", "setting", "n", "sr", "sr_low", "sr_high", "reward", "reward_raw",
-        "turns", "error_rate", "cost", "p_tokens", "c_tokens", "errored",
+        "turns", "error_rate", "cost", "p_tokens", "c_tokens", "errored", "eval_share",
     ]  # fmt: skip
     assert d == {
         "benchmark": "intercode-sql",
@@ -148,6 +148,7 @@ def test_row_as_dict_is_the_group_keys_then_every_metric():
         "p_tokens": 200.0,
         "c_tokens": 20.0,
         "errored": 0,
+        "eval_share": 1.0,  # no cached tokens reported: every sent token was evaluated
     }
     with pytest.raises(ValueError):  # a key list that does not match the group is a bug, not a silent cut
         row.as_dict(("method",))
@@ -194,3 +195,16 @@ def test_load_results_takes_folders_or_files_and_names_a_missing_one(tmp_path):
     assert [(r.method, r.task) for r in loaded] == [("a", 1), ("b", 2)]
     with pytest.raises(FileNotFoundError, match=r"empty/results\.jsonl: no results here .*--out .*empty"):
         load_results([str(tmp_path / "empty")])
+
+
+def test_eval_share_is_evaluated_over_sent_prompt_tokens_summed_over_the_group():
+    cached = [_r("a", True, 1.0, 1, 0, p=1000), _r("a", False, 0.0, 1, 0, p=200), _r("b", True, 1.0, 1, 0, p=0)]
+    cached = [
+        EpisodeRecord.from_dict(r.to_dict() | {"cached_tokens": k}) for r, k in zip(cached, (900, 0, 0), strict=True)
+    ]
+    a, b = summarize(cached, ("method",))
+    assert a.eval_share == pytest.approx((100 + 200) / 1200)  # token-weighted, not a mean of ratios
+    assert b.eval_share is None  # nothing sent: no share (shown as "-")
+    hostile = EpisodeRecord.from_dict(_r("c", True, 1.0, 1, 0, p=10).to_dict() | {"cached_tokens": 50})
+    (c,) = summarize([hostile], ("method",))
+    assert c.eval_share == 0.0  # a server claiming more cached than sent cannot go below zero

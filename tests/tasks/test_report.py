@@ -44,6 +44,37 @@ def test_report_files(tmp_path, records):
     assert "http://" not in html.replace("http://www.w3.org", "")  # self-contained: nothing to fetch
 
 
+def test_report_html_has_an_interval_column_beside_every_success_rate(tmp_path, records):
+    """The cells table: a `95 % CI (Wilson)` column right after `success %`, one interval per row
+    (3 of 3 solved: Wilson 43.9-100.0)."""
+    import re
+
+    from stateflow.tasks.kit.stats import wilson_interval
+
+    html = write_report(records, tmp_path)["html"].read_text()
+    head = re.search(r"<th>success %</th><th>([^<]*)</th>", html)
+    assert head is not None and head.group(1) == "95 % CI (Wilson)"
+    rates = re.findall(r'<td class="num sr">([^<]*)</td>\s*<td class="num ci">([^<]*)</td>', html)
+    assert rates == [("100.0", wilson_interval(3, 3).text())] * 2
+
+
+def test_success_plot_draws_each_rows_interval_as_a_whisker(records):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from stateflow.tasks.kit.stats import wilson_interval
+    from stateflow.tasks.reports.metrics import summarize
+    from stateflow.tasks.reports.report import plot_success
+
+    fig, ax = plt.subplots()
+    plot_success(ax, summarize(records))
+    spans = sorted(tuple(round(float(v), 1) for v in line.get_ydata()) for line in ax.lines)
+    ci = wilson_interval(3, 3)
+    assert spans == [(round(ci.low, 1), round(ci.high, 1))] * 2
+    plt.close(fig)
+
+
 def test_html_report_opens_in_chromium_without_console_errors(tmp_path, records):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:

@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stateflow.tasks.bash.benchmark import INTERCODE_BASH
 from stateflow.tasks.harness.records import ResultsFile
 from stateflow.tasks.harness.runner import RunSpec, evaluate
 from stateflow.tasks.kit.episode_record import EpisodeRecord
 from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
+from stateflow import ModelAssignment, ModelProfile
+from stateflow.backends.scripted import ScriptedLLM
 from tests.tasks.test_runner import ORACLE_SPEC
 
 
@@ -82,4 +85,44 @@ def oracle_run(tmp_path_factory, sql_available) -> Path:
         RunSpec(INTERCODE_SQL, ("stateflow_error_vote",), out=out, tasks="0:6", mix_settings=True, **ORACLE_SPEC),
         progress=False,
     )
+    return out
+
+
+# A wrong command per demo Bash task that changes files (task -> action): task 6 should delete the
+# empty files, task 7 edit report.md in place.
+WRONG_BASH = {6: "touch /demo/new.txt", 7: "rm /demo/docs/report.md"}
+
+
+def wrong_bash_policy() -> ScriptedLLM:
+    """Runs the task's wrong command of :data:`WRONG_BASH` once, then submits."""
+
+    def reply(messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
+        text = "\n".join(str(m.get("content") or "") for m in messages)
+        action = WRONG_BASH[6] if "empty regular files" in text else WRONG_BASH[7]
+        if f"execute[{action}]" in text:
+            return "Thought: done.\nAction: submit"
+        return f"Thought: this changes the files.\nAction: execute[{action}]"
+
+    return ScriptedLLM(reply)
+
+
+@pytest.fixture(scope="session")
+def bash_run(tmp_path_factory, bash_available) -> Path:
+    """A real Bash results directory on the demo file system: the oracle (StateFlow and Try-Again)
+    on tasks 5-7 (each changes files) and a scripted policy that changes the wrong files on tasks
+    6-7 (StateFlow, models ``default=wrong``)."""
+    out = tmp_path_factory.mktemp("ui-bash")
+    evaluate(RunSpec(INTERCODE_BASH, ("stateflow", "try_again"), out=out, tasks="5:8", **ORACLE_SPEC), progress=False)
+    wrong = ModelProfile(name="wrong", model="wrong", provider="scripted", api_key_env=None)
+    spec = RunSpec(
+        INTERCODE_BASH,
+        ("stateflow",),
+        models=ModelAssignment.of(wrong),
+        models_label="default=wrong",
+        out=out,
+        tasks="6:8",
+        scripts={"wrong": wrong_bash_policy()},
+        mix_settings=True,
+    )
+    evaluate(spec, progress=False)
     return out

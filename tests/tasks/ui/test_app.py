@@ -41,19 +41,24 @@ def test_wilson_interval_matches_the_formula():
 
 
 def test_overview_rows_and_the_paired_comparison(app):
+    recs_a = [ep.record for ep in app.index.episodes() if ep.record.method == "a"]
     page = _html(app, "/")
     table = page.split('id="cells"')[1].split("</table>")[0]
     assert table.count('<tr data-cell="') == 2 and page.count('<g class="point"') == 2
     bars = page.split('id="state-bars"')[1].split("</table>")[0]
     # one segment per row: Solve, the mean of 100 + task plus 7 completion tokens (Init and End used none)
     assert bars.count('<rect x="0.0"') == 2 and bars.count("<title>Solve: 166 tokens per episode</title>") == 2
-    assert "50.0</span>" in page  # a: every other task
+    # a: every other task, its Wilson interval in the column beside the rate
+    lo, hi = wilson_interval(sum(r.success for r in recs_a), len(recs_a))
+    assert f'<td class="num sr">50.0</td>\n    <td class="num ci">{100 * lo:.1f}-{100 * hi:.1f}</td>' in page
     page = _html(app, "/", a="digest-a", b="digest-b")
     recs = [ep.record for ep in app.index.episodes()]
     expected = compare([r for r in recs if r.method == "a"], [r for r in recs if r.method == "b"])
     assert f'<strong id="won">{expected.won}</strong>' in page
     assert f'<strong id="lost">{expected.lost}</strong>' in page
     assert page.count('class="task-link won"') == expected.won
+    intervals = [expected.interval(side).text() for side in ("baseline", "candidate")]
+    assert "".join(f'<td class="num ci">{i}</td>' for i in intervals) in page  # beside each side's success
 
 
 def test_task_filters_sorting_and_pages(app):

@@ -54,6 +54,15 @@ def _wait_ready(driver) -> None:
     WebDriverWait(driver, 10).until(lambda d: d.execute_script("return document.body.dataset.ready") == "yes")
 
 
+def _click_to_page(driver, element) -> None:
+    """Click a link or submit button and wait for the *next* page to be ready (the page being left
+    is ready too: without waiting for it to go, a busy machine reads the old page)."""
+    old = driver.find_element(By.TAG_NAME, "body")
+    element.click()
+    WebDriverWait(driver, 20).until(EC.staleness_of(old))
+    _wait_ready(driver)
+
+
 def _shot(driver, name: str) -> None:
     """A screenshot of the whole page (not just the window), at most 4,000 pixels tall."""
     import base64
@@ -85,7 +94,7 @@ def test_pages_in_chromium(oracle_run, browser):
         rows = browser.find_elements(By.CSS_SELECTOR, "#cells tr[data-cell]")
         assert sorted(r.find_elements(By.TAG_NAME, "td")[1].text for r in rows) == methods
         assert {r.find_element(By.CLASS_NAME, "sr").text for r in rows} == {"100.0"}
-        assert rows[0].find_element(By.CLASS_NAME, "ci").text == "[61.0-100.0]"  # Wilson, 6 of 6
+        assert rows[0].find_element(By.CLASS_NAME, "ci").text == "61.0-100.0"  # Wilson, 6 of 6, its own column
         points = browser.find_elements(By.CSS_SELECTOR, "#success-plot g.point")
         assert len(points) == len(methods)
         assert "100.0 % success" in points[0].find_element(By.TAG_NAME, "title").get_attribute("textContent")
@@ -93,8 +102,7 @@ def test_pages_in_chromium(oracle_run, browser):
         # the paired comparison of two methods (the oracle solves everything: 0 won, 0 lost)
         Select(browser.find_element(By.ID, "cmp-a")).select_by_index(0)
         Select(browser.find_element(By.ID, "cmp-b")).select_by_index(1)
-        browser.find_element(By.ID, "cmp-go").click()
-        _wait_ready(browser)
+        _click_to_page(browser, browser.find_element(By.ID, "cmp-go"))
         assert browser.find_element(By.ID, "won").text == "0"
         assert "6 common tasks" in browser.find_element(By.ID, "comparison").text
         _shot(browser, "overview")
@@ -104,16 +112,14 @@ def test_pages_in_chromium(oracle_run, browser):
         _wait_ready(browser)
         assert len(browser.find_elements(By.CSS_SELECTOR, "tr.task-row")) == len(records)
         Select(browser.find_element(By.ID, "f-method")).select_by_visible_text("react")
-        browser.find_element(By.ID, "f-go").click()
-        _wait_ready(browser)
+        _click_to_page(browser, browser.find_element(By.ID, "f-go"))
         shown = browser.find_elements(By.CSS_SELECTOR, "tr.task-row")
         assert len(shown) == 6 and {r.get_attribute("data-method") for r in shown} == {"react"}
         Select(browser.find_element(By.ID, "f-method")).select_by_index(0)  # any
         # a state some episodes visited and others did not
         state = next(s for s in sorted({s for r in records for s in r.path}) if not all(s in r.path for r in records))
         Select(browser.find_element(By.ID, "f-state")).select_by_visible_text(state)
-        browser.find_element(By.ID, "f-go").click()
-        _wait_ready(browser)
+        _click_to_page(browser, browser.find_element(By.ID, "f-go"))
         expected = sum(state in r.path for r in records)
         assert 0 < expected < len(records)
         assert len(browser.find_elements(By.CSS_SELECTOR, "tr.task-row")) == expected
@@ -130,8 +136,7 @@ def test_pages_in_chromium(oracle_run, browser):
         r = next(x for x in records if x.method == "stateflow" and x.task == 2)
         browser.get(base + "/tasks?method=stateflow")
         _wait_ready(browser)
-        browser.find_element(By.CSS_SELECTOR, 'tr.task-row[data-task="2"] a.ep-link').click()
-        _wait_ready(browser)
+        _click_to_page(browser, browser.find_element(By.CSS_SELECTOR, 'tr.task-row[data-task="2"] a.ep-link'))
         assert browser.find_element(By.ID, "question").text == r.query
         assert browser.find_element(By.CSS_SELECTOR, "pre.gold-rows").text == r.eval["eval_obs"]
         assert browser.find_element(By.CSS_SELECTOR, "tr.gold td pre").text == r.gold
@@ -172,8 +177,7 @@ def test_pages_in_chromium(oracle_run, browser):
         # side by side, from the episode page's link
         browser.get(base + f"/episode?src=0&id={r.identity_digest}&task=2")
         _wait_ready(browser)
-        browser.find_element(By.XPATH, "//a[@class='side-link' and text()='react']").click()
-        _wait_ready(browser)
+        _click_to_page(browser, browser.find_element(By.XPATH, "//a[@class='side-link' and text()='react']"))
         heads = browser.find_element(By.ID, "side-table").find_elements(By.TAG_NAME, "th")
         assert "stateflow" in heads[1].text and "react" in heads[2].text
         other = next(x for x in records if x.method == "react" and x.task == 2)
@@ -256,14 +260,13 @@ def test_an_archive_of_embedded_model_runs_in_chromium(browser):
         rows = browser.find_elements(By.CSS_SELECTOR, "#cells tr[data-cell]")
         assert len(rows) == len(expected)
         first = rows[0].find_element(By.CLASS_NAME, "ci").text
-        assert first == f"[{expected[0].success_lo:.1f}-{expected[0].success_hi:.1f}]"
+        assert first == f"{expected[0].success_lo:.1f}-{expected[0].success_hi:.1f}"
         _shot(browser, "overview_archive")
         browser.get(base + "/tasks?outcome=failed&method=stateflow")
         _wait_ready(browser)
         failed = [r for r in records if r.method == "stateflow" and r.status == "ok" and not r.success]
         assert f"{len(failed)} episode" in browser.find_element(By.ID, "matched").text
-        browser.find_elements(By.CSS_SELECTOR, "a.ep-link")[0].click()
-        _wait_ready(browser)
+        _click_to_page(browser, browser.find_elements(By.CSS_SELECTOR, "a.ep-link")[0])
         assert "holds no trace" in browser.find_element(By.ID, "playback").text
         assert browser.find_element(By.CSS_SELECTOR, "tr.submitted td pre").text  # the last action is kept
 
@@ -296,8 +299,98 @@ def test_a_recorded_embedded_model_run_in_chromium(browser):
         _shot(browser, "episode_local_model")
         # the same task under the other method, step by step
         other = next(r for r in records if r.task == failed.task and r.method != failed.method)
-        browser.find_element(By.XPATH, f"//a[@class='side-link' and text()='{other.method}']").click()
-        _wait_ready(browser)
+        _click_to_page(browser, browser.find_element(By.XPATH, f"//a[@class='side-link' and text()='{other.method}']"))
         rows = browser.find_elements(By.CSS_SELECTOR, "tr.aligned")
         assert len(rows) == max(len(steps_of(failed.history)), len(steps_of(other.history)))
         assert other.last_action in browser.find_elements(By.CSS_SELECTOR, "tr.submitted td pre")[2].text
+
+
+def _fs_table(browser) -> dict[str, tuple[str, str, str, str]]:
+    """path -> (agent status, gold status, outcome class, content) of the shown file-system diff."""
+    out = {}
+    for row in browser.find_elements(By.CSS_SELECTOR, "table.fs-diff tr.fs-row"):
+        cls = row.get_attribute("class").split()
+        outcome = next(c for c in cls if c != "fs-row")
+        cells = [row.find_element(By.CLASS_NAME, c).text for c in ("fs-agent", "fs-gold", "fs-content")]
+        out[row.get_attribute("data-path")] = (cells[0], cells[1], outcome, cells[2])
+    return out
+
+
+def test_bash_episode_shows_what_the_reward_compared_in_chromium(bash_run, tmp_path, browser):
+    """A real Bash run (oracle and a policy changing the wrong files): the episode page, side by
+    side and the one-file report show each side's file-system changes, the missing and extra ones,
+    the content checks and the output similarity the reward used; an older record says "not recorded"."""
+    records = load_results([str(bash_run)])
+    wrong = {r.task: r for r in records if r.models == "default=wrong"}
+    oracle = {r.task: r for r in records if r.models == "oracle" and r.method == "stateflow"}
+    assert set(wrong) == {6, 7} and set(oracle) == {5, 6, 7}
+    assert {r.method for r in records} == {"stateflow", "try_again"}  # Try-Again keeps its scored attempt's
+    for r in records:  # the recorded parts are the score's: 0.01 + p1 + p2 + p3
+        c = r.bash_comparison
+        assert c is not None
+        assert round(0.01 + c.diff_score + c.content_score + c.answer_score, 2) == round(r.reward_raw, 2)
+    app = UiApp(RunIndex([bash_run]))
+    with running(app) as server:
+        base = server.url.rstrip("/")
+
+        # the policy deleted report.md where the gold edited it: one path, two different changes
+        r = wrong[7]
+        browser.get(base + f"/episode?src=0&id={r.identity_digest}&task=7")
+        _wait_ready(browser)
+        c = r.bash_comparison
+        (extra,), (missing,) = c.extra, c.missing
+        assert extra.path == missing.path
+        assert _fs_table(browser) == {missing.path: (extra.status, missing.status, "different", "")}
+        assert browser.find_element(By.CLASS_NAME, "fs-p1").text == f"{c.diff_score:.2f}" == "0.00"
+        assert browser.find_element(By.CLASS_NAME, "fs-sim").text == f"{c.similarity:.3f}"
+        # sed -i prints nothing: an empty output is shown as such, not as "not recorded"
+        assert r.eval["eval_obs"] == ""
+        assert browser.find_element(By.CSS_SELECTOR, "pre.gold-rows").text == "(no output)"
+
+        # task 6: the empty files the gold deleted are missing, the file the policy made is extra
+        r = wrong[6]
+        browser.get(base + f"/episode?src=0&id={r.identity_digest}&task=6")
+        _wait_ready(browser)
+        shown = _fs_table(browser)
+        c = r.bash_comparison
+        assert {p for p, v in shown.items() if v[2] == "missing"} == {m.path for m in c.missing} != set()
+        assert {p for p, v in shown.items() if v[2] == "extra"} == {e.path for e in c.extra} != set()
+        assert all(shown[e.path][:2] == (e.status, "-") for e in c.extra)
+        _shot(browser, "episode_bash")
+
+        # the oracle's copied directory: same change on both sides, and its content compared
+        r = oracle[5]
+        browser.get(base + f"/episode?src=0&id={r.identity_digest}&task=5")
+        _wait_ready(browser)
+        checked = r.bash_comparison.content
+        assert checked and {p: v[3] for p, v in _fs_table(browser).items()} == {
+            x.path: ("same" if x.same else "differs") for x in checked
+        }
+
+        # side by side: both sides' comparisons
+        a, b = wrong[7], oracle[7]
+        side = {"a_src": 0, "a_id": a.identity_digest, "b_src": 0, "b_id": b.identity_digest, "task": 7}
+        browser.get(base + "/side?" + "&".join(f"{k}={v}" for k, v in side.items()))
+        _wait_ready(browser)
+        outcomes = [row.get_attribute("class") for row in browser.find_elements(By.CSS_SELECTOR, "tr.fs-row")]
+        assert outcomes == ["fs-row different", "fs-row same"]
+
+    # a record written before the comparison was kept: the page says so
+    old_dir = tmp_path / "old"
+    old_dir.mkdir()
+    line = json.loads((bash_run / "results.jsonl").read_text().splitlines()[0])
+    del line["bash_comparison"]
+    (old_dir / "results.jsonl").write_text(json.dumps(line) + "\n")
+    with running(UiApp(RunIndex([old_dir]))) as server:
+        browser.get(server.url + f"episode?src=0&id={line['identity_digest']}&task={line['task']}")
+        _wait_ready(browser)
+        assert "not recorded" in browser.find_element(By.CLASS_NAME, "fs-not-recorded").text
+        assert not browser.find_elements(By.CSS_SELECTOR, "table.fs-diff")
+
+    # the one-file report shares the template
+    from stateflow.tasks.ui.static_report import write_html
+
+    browser.get(write_html(records, tmp_path).as_uri())
+    _wait_ready(browser)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "div.fs-comparison")) == len(records)
+    assert _console_errors(browser) == []

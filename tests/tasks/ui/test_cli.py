@@ -21,7 +21,8 @@ def _cmd(*args: str) -> list[str]:
 
 def test_ui_command_serves_on_loopback_and_stops_on_ctrl_c(tmp_path):
     write_records(tmp_path, [make_record(0), make_record(1)])
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "STATEFLOW_CACHE_DIR": str(cache)}
     proc = subprocess.Popen(_cmd(str(tmp_path), "--port", "0"), stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stderr.readline()
@@ -35,6 +36,10 @@ def test_ui_command_serves_on_loopback_and_stops_on_ctrl_c(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    # the overview's summary and the compiled templates are kept for the next start (not in the run)
+    kept = sorted(p.name.split(".", 1)[1] for p in (cache / "ui").glob("*.json"))
+    assert kept == ["json", "rows.json"] and any((cache / "ui" / "templates").iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "results.jsonl"]
 
 
 def test_ui_command_names_a_missing_path(tmp_path):

@@ -102,12 +102,12 @@ def test_index_reads_an_oracle_run(oracle_run):
 
 
 def test_the_fast_cut_reads_what_a_whole_parse_reads(oracle_run):
-    from stateflow.tasks.ui.index import _TRACE_FIELDS, _without_trace
+    from stateflow.tasks.ui.lines import TRACE_FIELDS, _without_trace
 
     for line in (oracle_run / "results.jsonl").read_bytes().splitlines():
         data = json.loads(line)
         small, has_vote = _without_trace(line)
-        assert small == {k: v for k, v in data.items() if k not in _TRACE_FIELDS}
+        assert small == {k: v for k, v in data.items() if k not in TRACE_FIELDS}
         assert has_vote == any("vote" in m.get("meta", {}) for m in data["history"])
 
 
@@ -129,3 +129,50 @@ def test_a_nested_key_named_like_a_trace_field_falls_back_to_a_whole_parse(tmp_p
     (ep,) = index.episodes()
     assert ep.record.verdict == {"top": True} and ep.record.history == []
     assert index.load(ep).history[-1]["meta"] == {"verdict": {"ok": 1}}
+
+
+def _hostile_variants(line: bytes) -> list[bytes]:
+    """Lines a results file may hold besides good records (each one changed in one way)."""
+    data = json.loads(line)
+    return [
+        line,
+        json.dumps(data | {"task": -1}).encode(),  # invalid value
+        json.dumps(data | {"turns": 1.5}).encode(),  # wrong type (strict)
+        json.dumps(data | {"status": "maybe"}).encode(),
+        json.dumps(data | {"schema_version": 99}).encode(),  # newer schema
+        json.dumps({k: v for k, v in data.items() if k != "method"}).encode(),  # missing field
+        json.dumps({k: v for k, v in data.items() if k != "schema_version"}).encode(),  # version 0
+        json.dumps(data | {"unknown_key": [1, 2]}).encode(),  # kept, not refused
+        line.replace(b', "verdict": ', b', "history": [{"x": 1}], "verdict": '),  # a second trace key
+        line[: len(line) // 2],  # torn
+    ]
+
+
+def test_the_one_step_read_accepts_and_refuses_exactly_what_the_careful_read_does(oracle_run, tmp_path):
+    """Current records are validated in one step from their bytes; that must accept, refuse and
+    report exactly what the careful read does, whatever the line holds."""
+    from stateflow.tasks.ui.lines import Problem, _parse_carefully, _validated_cut, parse_line
+
+    lines = (oracle_run / "results.jsonl").read_bytes().splitlines()
+    assert all(_validated_cut(line) is not None for line in lines)  # the one-step path is the one taken
+    checked = 0
+    for i, line in enumerate(lines):
+        for variant in _hostile_variants(line) if i < 3 else [line]:
+            careful = _parse_carefully(variant, tmp_path, 1, {})
+            for quick in (parse_line(variant, tmp_path, 1, {}), parse_line(variant, tmp_path, 1, {}, light=True)):
+                if isinstance(careful, Problem):
+                    assert quick == careful
+                else:
+                    assert not isinstance(quick, Problem) and quick is not None
+                    assert quick[1] == careful[1] and quick[0].to_dict() == careful[0].to_dict()
+            checked += 1
+    assert checked == len(lines) + 3 * 9
+
+
+def test_records_of_one_setting_share_one_identity_in_the_index(oracle_run):
+    index = RunIndex([oracle_run])
+    by_digest: dict[str, list] = {}
+    for ep in index.episodes():
+        by_digest.setdefault(ep.record.identity_digest, []).append(ep.record.identity)
+    assert by_digest and all(len(ids) > 1 for ids in by_digest.values())
+    assert all(all(i is ids[0] for i in ids) for ids in by_digest.values())  # one object: memory stays bounded

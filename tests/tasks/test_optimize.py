@@ -1,0 +1,333 @@
+"""`stateflow optimize` end to end: the real runner, flows, AutoGen and the SQL demo databases, with
+models served over HTTP by the fake OpenAI server (``good`` answers each task's gold, ``bad`` a
+wrong statement), plus the racing rule and the space checks on their own."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from stateflow.tasks.harness.records import ResultsFile
+from stateflow.tasks.kit.stats import holm, mcnemar_exact_p
+from stateflow.tasks.optimize.racing import Standing, next_rung, pareto_keys
+from stateflow.tasks.optimize.search import OptimizeRun, optimize, rung_sizes
+from stateflow.tasks.optimize.space import SearchSpace, SpaceError, expand, load_space
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
+
+from stateflow import ModelAssignment, ModelProfile
+from stateflow.testing.fake_openai import FakeOpenAIServer
+
+# -- the racing rule -------------------------------------------------------------------------
+
+
+def _standing(key: str, solved: list[int], n: int, cost: float) -> Standing:
+    return Standing(key, {t: t in solved for t in range(n)}, cost)
+
+
+def test_racing_drops_a_candidate_significantly_beaten_by_a_cheaper_one():
+    cheap_good = _standing("a", list(range(8)), 8, cost=1.0)
+    dear_bad = _standing("b", [], 8, cost=3.0)
+    middling = _standing("c", [0, 1, 2, 3], 8, cost=2.0)
+    verdicts = {v.key: v for v in next_rung([cheap_good, dear_bad, middling], eta=3, alpha=0.05)}
+    # b: 8 discordant tasks all won by a -> p = 2/256; c: 4 -> p = 0.125; Holm over the two
+    expected_b = holm([mcnemar_exact_p(8, 0), mcnemar_exact_p(4, 0)])[0]
+    assert not verdicts["b"].kept and f"p = {expected_b:.3g}" in verdicts["b"].reason
+    assert "raced out" in verdicts["b"].reason and "won 8, lost 0" in verdicts["b"].reason
+    assert not verdicts["c"].kept and "halved out" in verdicts["c"].reason  # not significant, but halved
+    assert verdicts["a"].kept
+
+
+def test_halving_keeps_the_best_share_and_every_front_candidate():
+    # d solves least but costs least: on the front, so it goes on although halving would cut it
+    s = [
+        _standing("a", [0, 1, 2], 6, cost=5.0),
+        _standing("b", [0, 1], 6, cost=6.0),
+        _standing("c", [0], 6, cost=7.0),
+        _standing("d", [3], 6, cost=0.5),
+    ]
+    kept = {v.key for v in next_rung(s, eta=2, alpha=0.05) if v.kept}
+    assert kept == {"a", "b", "d"}
+    assert pareto_keys(s) == {"a", "d"}
+
+
+def test_a_cheap_candidate_that_solved_nothing_is_not_kept_for_the_front():
+    s = [_standing("a", [0, 1], 4, cost=5.0), _standing("b", [0], 4, cost=6.0), _standing("idle", [], 4, cost=0.1)]
+    verdicts = {v.key: v for v in next_rung(s, eta=3, alpha=0.05)}
+    assert verdicts["a"].kept and not verdicts["idle"].kept and "halved out: 0 solved" in verdicts["idle"].reason
+
+
+def test_rung_sizes_grow_by_eta_up_to_the_pool():
+    assert rung_sizes(10, 2, 100) == [10, 20, 40, 80, 100]
+    assert rung_sizes(5, 3, 5) == [5]
+    assert rung_sizes(10, 2, 4) == [4]
+
+
+# -- the space ---------------------------------------------------------------------------------
+
+
+def _profiles(url: str) -> list[ModelProfile]:
+    return [
+        ModelProfile(name=n, model=n, provider="openai", base_url=url, api_key_env=None, max_retries=0)
+        for n in ("good", "bad")
+    ]
+
+
+def _space(**kw) -> SearchSpace:
+    body = {
+        "name": "t",
+        "dataset": "demo",
+        "tasks": "0:8",
+        "heldout": "8:12",
+        "bases": ["sf_agent"],
+        "levers": ["schema"],
+        "max_levers": 1,
+        "profiles": ["good", "bad"],
+        "states": ["Solve"],
+        "search": {"first_rung": 2, "eta": 2},
+        "budget": {"unit": "tokens", "limit": 1e6, "per_episode": 100},
+    }
+    return SearchSpace.model_validate(body | kw)
+
+
+def test_expand_builds_recipes_times_assignments():
+    models = ModelAssignment.of("good", profiles=_profiles("http://127.0.0.1:9/v1"))
+    plan = expand(_space(), INTERCODE_SQL, models)
+    labels = [c.label for c in plan.candidates]
+    # 2 recipes x (default good|bad) x (Solve good|bad, dropped when equal to the default)
+    assert len(labels) == 8 and len(set(c.key for c in plan.candidates)) == 8
+    assert "sf_agent+schema | default=bad,Solve=good" in labels and "sf_agent | default=good" in labels
+
+
+def test_bad_space_is_one_error_listing_every_problem():
+    models = ModelAssignment.of("good", profiles=_profiles("http://127.0.0.1:9/v1"))
+    space = _space(levers=["schema", "shema"], profiles=["good", "nosuch"], states=["Solv"], bases=["sf_agent", "x"])
+    with pytest.raises(SpaceError) as err:
+        expand(space, INTERCODE_SQL, models, where="space.toml")
+    text = str(err.value)
+    assert text.startswith("space.toml: ") and len(err.value.problems) == 4
+    for part in ("unknown lever 'shema'", "unknown profile 'nosuch'", "unknown state 'Solv'", "unknown base 'x'"):
+        assert part in text
+    with pytest.raises(SpaceError, match="no candidate"):
+        expand(_space(bases=[], levers=[]), INTERCODE_SQL, models)
+
+
+def test_space_file_refuses_unknown_keys_and_bad_values(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text('name = "x"\nlever = ["schema"]\n[search]\neta = 1\n[budget]\nlimit = 5\n')
+    with pytest.raises(SpaceError) as err:
+        load_space(p)
+    assert str(p) in str(err.value) and "lever" in str(err.value) and "search.eta" in str(err.value)
+
+
+# -- end to end on the fake model ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def golds() -> dict[str, str]:
+    from stateflow.envs.sql import open_sql_env
+
+    env = open_sql_env("demo")
+    try:
+        return {env.task(i).query: env.task(i).gold for i in range(len(env))}
+    finally:
+        env.close()
+
+
+_HELPS = "Check every column against the schema before you answer."
+
+
+def _responder(golds: dict[str, str]):
+    def reply(model: str, messages: list[dict], body: dict) -> str:
+        text = "\n".join(str(m.get("content") or "") for m in messages)
+        if "You improve the instruction" in text:  # the rewrite request: an instruction that helps, fenced
+            return f"```\n{_HELPS}\nReply as Thought: ... then Action: execute[...] or Action: submit.\n```"
+        question = next((q for q in golds if q in text), None)
+        solves = model == "good" or _HELPS in text  # the bad model follows a rewritten instruction
+        statement = golds[question] if solves and question else "SELECT 12345"
+        # each statement runs once (in SF_Agent other states' replies come as user messages), then submit
+        ran = f"execute[{statement}]" in text
+        return "Thought: done\nAction: submit" if ran else f"Thought: t\nAction: execute[{statement}]"
+
+    return reply
+
+
+@pytest.fixture
+def server(golds, sql_available) -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(_responder(golds)) as srv:
+        yield srv
+
+
+def _run(srv: FakeOpenAIServer, out: Path, space: SearchSpace, archive: Path | None = None) -> OptimizeRun:
+    models = ModelAssignment.of("good", profiles=_profiles(srv.url))
+    return OptimizeRun(space, expand(space, INTERCODE_SQL, models), INTERCODE_SQL, models, out, archive=archive)
+
+
+def test_search_finds_the_good_solver_resumes_for_free_and_archives(server, tmp_path):
+    archive = tmp_path / "archive.jsonl"
+    run = _run(server, tmp_path / "opt", _space(), archive)
+    summary = optimize(run)
+    pick = next(r for r in summary.candidates if r.key == summary.pick)
+    assert "Solve=good" in pick.models or pick.models.startswith("default=good")
+    assert pick.success == 100.0 and summary.heldout is not None and summary.heldout.n == 4
+    assert summary.heldout.success == 100.0 and summary.heldout.method == pick.method
+    # every all-bad candidate solves nothing and is gone after the first rung
+    for r in summary.candidates:
+        if "good" not in r.models:
+            assert r.solved == 0 and r.dropped.startswith("rung 0 (2 tasks)")
+    assert summary.spent > 0 and summary.spent < summary.exhaustive and 0 < summary.ratio < 1
+    assert any(r.on_front for r in summary.candidates)
+    # each candidate's records are the runner's, one per task it reached
+    for r in summary.candidates:
+        recorded = ResultsFile(tmp_path / "opt" / "candidates" / r.key / "results.jsonl").load().records
+        assert sorted(x.task for x in recorded) == sorted(set(x.task for x in recorded)) and len(recorded) == r.n
+    archived = ResultsFile(archive).load().records
+    assert len(archived) == sum(r.n for r in summary.candidates) + 4 and not any(x.history for x in archived)
+    assert json.loads((tmp_path / "opt" / "optimize.json").read_text())["pick"] == summary.pick
+    calls = len(server.requests)
+    again = optimize(run)
+    assert len(server.requests) == calls  # everything recorded: not one model call
+    assert again.pick == summary.pick and again.spent == summary.spent
+
+
+def test_rewritten_instruction_is_saved_run_on_the_picks_tasks_and_adopted_when_it_solves_more(server, tmp_path):
+    space = _space(levers=[], profiles=["bad"], states=[], rewrite={"state": "Solve", "profile": "good", "failures": 2})
+    summary = optimize(_run(server, tmp_path / "opt", space))
+    w = summary.rewrite
+    assert w is not None and w.adopted and w.text.startswith(_HELPS) and "```" not in w.text
+    assert (w.won, w.lost) == (8, 0) and summary.pick == w.key
+    rewritten = next(r for r in summary.candidates if r.key == w.key)
+    assert rewritten.method == f"sf_agent@Solve-{w.sha256[:12]}" and rewritten.n == 8 and rewritten.success == 100.0
+    assert summary.heldout is not None and summary.heldout.method == rewritten.method
+    ledger = json.loads((tmp_path / "opt" / "rewrite.json").read_text())
+    assert (tmp_path / "opt" / ledger["file"]).read_text() == w.text and len(ledger["failures"]) == 2
+    assert "Submitted: SELECT 12345" in ledger["failures"][0] and "Expected (gold): " in ledger["failures"][0]
+    # the rewrite request saw the current instruction and the failures
+    request = next(r for r in server.requests if "You improve the instruction" in json.dumps(r))
+    assert "SELECT 12345" in json.dumps(request)
+    calls = len(server.requests)
+    again = optimize(_run(server, tmp_path / "opt", space))
+    assert len(server.requests) == calls and again.rewrite.sha256 == w.sha256  # read back, never asked again
+
+
+def test_rewrite_of_an_unknown_state_is_refused_with_the_space():
+    models = ModelAssignment.of("good", profiles=_profiles("http://127.0.0.1:9/v1"))
+    with pytest.raises(SpaceError, match=r"rewrite.state 'End' is no state with an instruction"):
+        expand(_space(rewrite={"state": "End", "profile": "good"}), INTERCODE_SQL, models)
+
+
+def test_budget_too_small_for_one_candidate_is_refused_before_any_model_call(server, tmp_path):
+    space = _space(budget={"unit": "tokens", "limit": 150, "per_episode": 100})
+    with pytest.raises(SpaceError, match=r"cannot pay for one candidate's first rung \(2 tasks x 100 tokens"):
+        optimize(_run(server, tmp_path / "opt", space))
+    assert server.requests == [] and not (tmp_path / "opt").exists()
+
+
+def test_budget_stops_the_search_and_the_front_uses_what_ran(server, tmp_path):
+    space = _space(budget={"unit": "tokens", "limit": 4000, "per_episode": 500})
+    summary = optimize(_run(server, tmp_path / "opt", space))
+    assert summary.stop == "budget" and summary.spent <= 4000
+    assert 0 < sum(1 for r in summary.candidates if r.n) < len(summary.candidates)
+
+
+def test_another_space_in_the_same_directory_is_refused(server, tmp_path):
+    optimize(_run(server, tmp_path / "opt", _space(levers=[], profiles=["good"], states=[])))
+    with pytest.raises(SpaceError, match=r"another space .*levers"):
+        optimize(_run(server, tmp_path / "opt", _space(profiles=["good"], states=[])))
+
+
+# -- the command, killed and resumed -------------------------------------------------------
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "stateflow.cli.main", *args]
+
+
+def _recorded(out: Path) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in out.glob("candidates/*/results.jsonl"))
+
+
+def test_killed_optimize_resumes_without_rerunning_a_finished_evaluation(golds, sql_available, tmp_path):
+    with FakeOpenAIServer(_responder(golds), latency_s=0.05) as srv:
+        config = tmp_path / "models.toml"
+        config.write_text(
+            "".join(
+                f'[profiles.{m}]\nmodel = "{m}"\nprovider = "openai"\nbase_url = "{srv.url}"\napi_key_env = ""\n'
+                for m in ("good", "bad")
+            )
+        )
+        space = tmp_path / "space.toml"
+        space.write_text(
+            'name = "kill"\ndataset = "demo"\ntasks = "0:8"\nheldout = "8:10"\nbases = ["sf_agent"]\n'
+            'levers = ["schema"]\nmax_levers = 1\nprofiles = ["good", "bad"]\nstates = ["Solve"]\n'
+            '[search]\nfirst_rung = 2\neta = 2\n[budget]\nunit = "tokens"\nlimit = 1000000\n'
+        )
+        out, archive = tmp_path / "opt", tmp_path / "archive.jsonl"
+        cmd = _cli("optimize", str(space), "--config", str(config), "--out", str(out), "--archive", str(archive))
+        proc = subprocess.Popen(
+            [*cmd, "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+        end = time.monotonic() + 120
+        while _recorded(out) < 6 and time.monotonic() < end and proc.poll() is None:
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()[1].decode()[-800:]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+        before = {p: p.read_text().splitlines() for p in out.glob("candidates/*/results.jsonl")}
+        done = subprocess.run([*cmd, "--no-progress"], capture_output=True, timeout=600)
+        assert done.returncode == 0, done.stderr.decode()[-1500:]
+    for path, lines in before.items():
+        after = path.read_text().splitlines()
+        complete = [line for line in lines if line.endswith("}")]
+        assert after[: len(complete)] == complete  # finished episodes kept as they were, not re-run
+        tasks = [json.loads(line)["task"] for line in after]
+        assert len(tasks) == len(set(tasks))
+    summary = json.loads((out / "optimize.json").read_text())
+    assert summary["heldout"]["n"] == 2 and (out / "front.png").stat().st_size > 0
+    assert "| yes |" in (out / "front.md").read_text()
+
+
+def test_command_refuses_a_bad_space_in_one_message_before_anything_is_written(tmp_path):
+    space = tmp_path / "bad.toml"
+    space.write_text(
+        'name = "bad"\ndataset = "demo"\ntasks = "0:4"\nlevers = ["shema"]\nprofiles = ["local-small", "nosuch"]\n'
+        'states = ["Solv"]\n[budget]\nlimit = 100\n'
+    )
+    out = tmp_path / "opt"
+    done = subprocess.run(_cli("optimize", str(space), "--out", str(out)), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and not out.exists()
+    error = done.stderr.strip()
+    assert error.startswith(f"error: {space}: ") and error.count("\n") == 0  # one line, naming the file
+    for part in ("unknown lever 'shema'", "unknown profile 'nosuch'", "unknown state 'Solv'"):
+        assert part in error
+
+
+def test_dev_search_on_spider_and_its_heldout_run_counted_by_the_heldout_ledger(server, shared_data, tmp_path):
+    """The real pools: Spider's dev sample searched, the pick run on the held-out sample, and that run
+    found by the held-out discipline (stateflow bench heldout) as one evaluation of its recipe."""
+    from stateflow.tasks.reports.heldout import heldout_evaluations, heldout_tasks, load_unarchived
+    from stateflow.tasks.reports.metrics import load_results
+
+    space = SearchSpace.model_validate(
+        {
+            "name": "spider",
+            "bases": [],
+            "recipes": ["oneshot", "sf_agent_hint"],
+            "profiles": ["bad"],
+            "search": {"first_rung": 5},
+            "budget": {"unit": "tokens", "limit": 1e8},
+        }
+    )
+    archive = tmp_path / "archive.jsonl"
+    summary = optimize(_run(server, tmp_path / "opt", space, archive))
+    assert summary.pool == 100 and summary.heldout is not None and summary.heldout.n == 100
+    assert sorted(r.n for r in summary.candidates) == [5, 100]  # one cut at the first rung, the other ran all
+    records = load_results([str(archive)])
+    (evaluation,) = heldout_evaluations(records, heldout_tasks(records, None), load_unarchived(tmp_path / "none.json"))
+    assert (evaluation.method, evaluation.n, evaluation.before) == (summary.heldout.method, 100, 0)

@@ -1,0 +1,80 @@
+"""Prompts laid out for reuse (tasks/kit/layout.py, the SQL lever ``prefix_first``): the question
+said once, after the schema, so episodes on one database share their prompt prefix."""
+
+from __future__ import annotations
+
+import pytest
+from stateflow.tasks.agents.methods import build_method
+from stateflow.tasks.harness.identity import flow_fingerprint
+from stateflow.tasks.harness.runner import RunSpec, evaluate
+from stateflow.tasks.kit.layout import CONTEXT_FIRST_OPENING, states_question
+from stateflow.tasks.reports.metrics import summarize
+from stateflow.tasks.sql.benchmark import INTERCODE_SQL
+from stateflow.tasks.sql.levers import build_sql_flow
+
+from stateflow import ModelAssignment, ModelProfile
+from stateflow.testing.fake_openai import FakeOpenAIServer
+
+
+def test_prefix_first_needs_the_repeated_question_and_is_a_new_identity():
+    with pytest.raises(ValueError, match="lever 'prefix_first' needs 'question_last'"):
+        build_sql_flow(schema=True, prefix_first=True)
+    old = build_sql_flow(schema=True, examples=False, thoughts=False, values=3, question_last=True)
+    new = build_sql_flow(schema=True, examples=False, thoughts=False, values=3, question_last=True, prefix_first=True)
+    assert [o.name for o in new.states["Init"].outputs] == ["describe_schema_values3", "state_question"]
+    assert states_question(new) and not states_question(old)
+    assert flow_fingerprint(new) != flow_fingerprint(old)  # what the model is told changed: records apart
+    for method in ("oneshot_direct_prefix_first", "sf_agent_vote_prefix_first", "stateflow_vote_prefix_first"):
+        assert states_question(build_method(method, INTERCODE_SQL)[0]), method
+
+
+def _run(tmp_path, method: str) -> tuple[FakeOpenAIServer, list]:
+    with FakeOpenAIServer(lambda *a: "Action: execute[SELECT 1]", prefix_cache=True) as srv:
+        profile = ModelProfile(name="lc", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
+        spec = RunSpec(
+            INTERCODE_SQL,
+            (method,),
+            models=ModelAssignment.of(profile),
+            models_label="default=lc",
+            out=tmp_path / method,
+            tasks="0,1,2",  # all on the `library` database
+        )
+        records = evaluate(spec, progress=False).records
+    return srv, records
+
+
+def _episode_starts(srv: FakeOpenAIServer) -> list[int]:
+    """Indices of each episode's first request (the first one naming a new question)."""
+    seen: set[str] = set()
+    starts = []
+    for i, request in enumerate(srv.requests):
+        question = next(m["content"] for m in request["messages"][2:] if m["content"].startswith("Question: "))
+        if question not in seen:
+            seen.add(question)
+            starts.append(i)
+    return starts
+
+
+@pytest.mark.parametrize("method", ["oneshot_direct_prefix_first", "sf_agent_vote_prefix_first"])
+def test_the_question_comes_once_after_the_schema_and_the_schema_is_served_from_the_cache(
+    tmp_path, sql_available, method
+):
+    srv, records = _run(tmp_path, method)
+    old_srv, old_records = _run(tmp_path, method.replace("prefix_first", "question_last"))
+    for request in srv.requests:
+        messages = request["messages"]
+        question = next(m["content"] for m in messages if m["content"].startswith("Question: "))
+        assert messages[1]["content"] == CONTEXT_FIRST_OPENING  # right after the system message
+        text = "\n".join(m["content"] for m in messages)
+        assert text.count(question) == 1 and text.index("Tables and their columns") < text.index(question)
+    # system, opening, schema: what the fake counts as tokens (words plus a role mark per message)
+    shared = sum(1 + len(m["content"].split()) for m in srv.requests[0]["messages"][:3])
+    new_firsts, old_firsts = _episode_starts(srv), _episode_starts(old_srv)
+    assert len(new_firsts) == len(old_firsts) == 3
+    # the second and third episodes found everything before their question in the cache...
+    assert all(srv.cached_counts[i][1] >= shared for i in new_firsts[1:])
+    # ...which the question-first layout cannot: its prompts differ from the second message on
+    assert all(old_srv.cached_counts[i][1] < shared for i in old_firsts[1:])
+    (new_row,) = summarize(records)
+    (old_row,) = summarize(old_records)
+    assert new_row.eval_share < old_row.eval_share
