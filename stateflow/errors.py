@@ -21,11 +21,8 @@ __all__ = [
     "FlowDefinitionError",
     "LLMError",
     "NoTransitionError",
-<<<<<<< HEAD
-    "RunCancelled",
-=======
     "ParallelBranchError",
->>>>>>> main
+    "RunCancelled",
     "RunTimeout",
     "StateDefinitionError",
     "StateFlowError",

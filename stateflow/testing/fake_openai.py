@@ -74,13 +74,10 @@ class FakeOpenAIServer:
         latency_s: sleep this long before answering each completion (simulates a slow model).
         failures: HTTP status codes returned, in order, by the first completion requests
             (e.g. ``[429, 503]`` makes the first two calls fail), to exercise client retries.
-<<<<<<< HEAD
         chunk_delay_s: with ``stream``, the pause between two chunks (simulates decoding).
-=======
         prefix_cache: report ``usage.prompt_tokens_details.cached_tokens`` as a server with a
             prompt cache does: the longest prefix (in tokens, here words) that the prompt shares
             with any earlier request; :attr:`cached_counts` keeps what was reported.
->>>>>>> main
     """
 
     def __init__(
@@ -89,25 +86,19 @@ class FakeOpenAIServer:
         *,
         latency_s: float = 0.0,
         failures: list[int] | None = None,
-<<<<<<< HEAD
         chunk_delay_s: float = 0.0,
-    ):
-        self.responder = responder
-        self.latency_s = latency_s
-        self.chunk_delay_s = chunk_delay_s
-        #: completions being answered now, and streams whose client disconnected before the end
-        self.active = 0
-        self.aborted = 0
-=======
         prefix_cache: bool = False,
     ):
         self.responder = responder
         self.latency_s = latency_s
+        self.chunk_delay_s = chunk_delay_s
         self.prefix_cache = prefix_cache
         #: ``(prompt tokens, cached tokens)`` of each answered completion, with ``prefix_cache``
         self.cached_counts: list[tuple[int, int]] = []
         self._seen: list[list[str]] = []
->>>>>>> main
+        #: completions being answered now, and streams whose client disconnected before the end
+        self.active = 0
+        self.aborted = 0
         self._failures = list(failures or [])
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
@@ -142,12 +133,11 @@ class FakeOpenAIServer:
         with self._lock:
             return self._failures.pop(0) if self._failures else None
 
-<<<<<<< HEAD
     def _count(self, active: int, aborted: int = 0) -> None:
         with self._lock:
             self.active += active
             self.aborted += aborted
-=======
+
     def _cached(self, words: list[str]) -> int:
         """Words of ``words`` a prefix cache holds (see ``prefix_cache``); remembers ``words``."""
         with self._lock:
@@ -164,7 +154,6 @@ class FakeOpenAIServer:
             cached = min(best, len(words) - 1) if words else 0
             self.cached_counts.append((len(words), cached))
             return cached
->>>>>>> main
 
     def _record(self, body: dict[str, Any], peer: tuple[str, int]) -> None:
         with self._lock:
@@ -234,16 +223,15 @@ class FakeOpenAIServer:
                 words = [w for m in messages for w in [f"<{m.get('role')}>", *str(m.get("content") or "").split()]]
                 prompt_tokens = sum(len(str(m.get("content") or "").split()) for m in messages)
                 completion_tokens = len(text.split())
-<<<<<<< HEAD
-                usage = {
-=======
                 usage: dict[str, Any] = {
->>>>>>> main
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens,
                     "total_tokens": prompt_tokens + completion_tokens,
                 }
-<<<<<<< HEAD
+                if server.prefix_cache:
+                    usage["prompt_tokens"] = len(words)
+                    usage["total_tokens"] = len(words) + completion_tokens
+                    usage["prompt_tokens_details"] = {"cached_tokens": server._cached(words)}
                 model = body.get("model", "fake")
                 head = {"id": f"fake-{time.monotonic_ns()}", "created": int(time.time()), "model": model}
                 if body.get("stream"):
@@ -286,22 +274,5 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):
                     server._count(0, aborted=1)
                     self.close_connection = True
-=======
-                if server.prefix_cache:
-                    usage["prompt_tokens"] = len(words)
-                    usage["total_tokens"] = len(words) + completion_tokens
-                    usage["prompt_tokens_details"] = {"cached_tokens": server._cached(words)}
-                self._send(
-                    200,
-                    {
-                        "id": f"fake-{time.monotonic_ns()}",
-                        "object": "chat.completion",
-                        "created": int(time.time()),
-                        "model": body.get("model", "fake"),
-                        "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-                        "usage": usage,
-                    },
-                )
->>>>>>> main
 
         return Handler

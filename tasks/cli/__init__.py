@@ -2,11 +2,8 @@
 
 :data:`PLUGIN` is declared in ``pyproject.toml`` under the ``stateflow.plugins`` entry points;
 the core CLI loads it and gets the commands ``run``, ``resume``, ``threads``, ``history``, ``report``,
-<<<<<<< HEAD
-``compare``, ``archive``, ``demo``, ``data``, ``bench paper``, ``ui`` and ``serve``, and the named flows of every
-=======
-``compare``, ``archive``, ``demo``, ``data``, ``bench paper``, ``optimize`` and ``ui``, and the named flows of every
->>>>>>> main
+``compare``, ``archive``, ``demo``, ``data``, ``bench paper``, ``optimize``, ``ui`` and ``serve``, and the
+named flows of every
 registered benchmark (``stateflow graph intercode-sql``).
 """
 
@@ -24,11 +21,7 @@ __all__ = ["PLUGIN", "registered_flows"]
 
 
 def _register(app: typer.Typer) -> None:
-<<<<<<< HEAD
-    from stateflow.tasks.cli import bench, data, demo, results, run, serve, threads, ui
-=======
-    from stateflow.tasks.cli import bench, data, demo, optimize, results, run, threads, ui
->>>>>>> main
+    from stateflow.tasks.cli import bench, data, demo, optimize, results, run, serve, threads, ui
 
     run.register(app)
     demo.register(app)
