@@ -25,7 +25,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 echo "[setup] installing stateflow (editable) and test tools"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,sql,bash,docker,report,otel,ray,postgres,ui,stats,docs,mcp]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,sql,bash,docker,report,otel,ray,postgres,ui,stats,docs,mcp,serve]" 2>&1 | grep -v "^WARNING: Location" || true
 
 for component in core sql postgres bash local_llm docker docs; do
   echo "[setup] component: $component"

@@ -23,6 +23,7 @@ __all__ = [
     "LLMError",
     "NoTransitionError",
     "ParallelBranchError",
+    "RunCancelled",
     "RunTimeout",
     "StateDefinitionError",
     "StateFlowError",
@@ -192,6 +193,11 @@ class ParallelBranchError(StateFlowError):
 
 class RunTimeout(StateFlowError):
     """A run exceeded its wall-clock budget (checked before each output function)."""
+
+
+class RunCancelled(StateFlowError):
+    """A run was cancelled from outside (its stream's consumer went away, or ``arun`` was
+    cancelled); raised at its next event, so a streamed model reply stops within one token."""
 
 
 class LLMError(StateFlowError):

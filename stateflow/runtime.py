@@ -27,8 +27,10 @@ from stateflow.backends.cassette import Cassette
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 from stateflow.checkpoint import Checkpointer
+from stateflow.emitter import Emitter
 from stateflow.episode import Episode
-from stateflow.errors import CheckpointError, ConfigError
+from stateflow.errors import CheckpointError, ConfigError, RunCancelled
+from stateflow.events import EventSink, Interrupted, RunFinished, RunStarted, StateEntered
 from stateflow.fingerprint import flow_fingerprint
 from stateflow.flow import Flow
 from stateflow.outputs import LLM, Human
@@ -94,9 +96,36 @@ def _defers(flow: Flow, view: View) -> bool:
     return any(isinstance(o, Human) and o.defer for st in flow.states.values() for o in view.emitted_outputs(st))
 
 
-def _finish(episode: Episode, telemetry: Any, raise_errors: bool, thread_id: str | None) -> RunResult:
+def _announced(episode: Episode, on_event: EventSink, thread_id: str | None, tokens: bool) -> None:
+    """Report ``episode``'s events to ``on_event``: its start now, every step and transition as
+    its trace records it, every token as its model streams it (with ``tokens``)."""
+    emitter = Emitter(on_event, episode.ctx.state, len(episode.transitions))
+    on_event(RunStarted(episode.flow.name, episode.view.name, episode.ctx.task, episode.ctx.state, thread_id))
+    on_event(StateEntered(episode.ctx.state, len(episode.transitions)))
+    episode.log.on_step = emitter.step
+    episode.log.on_call = emitter.call
+    episode.on_transition = emitter.transition
+    if tokens:
+        episode.backends.emitter = emitter
+
+
+def _finish(
+    episode: Episode,
+    telemetry: Any,
+    raise_errors: bool,
+    thread_id: str | None,
+    on_event: EventSink | None = None,
+    tokens: bool = True,
+) -> RunResult:
+    if on_event is not None:
+        _announced(episode, on_event, thread_id, tokens)
     result = episode.run()
     result.thread_id = thread_id
+    if on_event is not None:
+        with contextlib.suppress(RunCancelled):  # a consumer that left has nothing to receive
+            if result.pending is not None:
+                on_event(Interrupted(result.pending, thread_id))
+            on_event(RunFinished(result))
     if telemetry is None:
         from stateflow.telemetry import Telemetry
 
@@ -143,6 +172,8 @@ def run(
     checkpointer: Checkpointer | None = None,
     flow_ref: str | None = None,
     calls: CallLog | None = None,
+    on_event: EventSink | None = None,
+    tokens: bool = True,
 ) -> RunResult:
     """Run ``flow`` on ``task`` and return its exit state, history and trace.
 
@@ -181,6 +212,12 @@ def run(
         calls: keeps every model call of the run (state, profile, reply, usage); built with
             ``CallLog(replay=...)`` it answers the run's first calls from a recording instead of
             asking a model (:mod:`stateflow.backends.call_log`; ``stateflow whatif`` uses it).
+        on_event: receives every event of the run (:mod:`stateflow.events`) on the run's thread;
+            model calls then stream their tokens. What it raises ends the run (raise
+            :class:`~stateflow.errors.RunCancelled` to cancel it). :func:`stateflow.live.stream`
+            and :func:`stateflow.live.astream` are built on it.
+        tokens: with ``on_event``, stream every model reply and report its token deltas (False:
+            steps and transitions only; model calls are made as without ``on_event``).
 
     Raises:
         ConfigError: a state's model profile is unknown or unusable; a per-state model key that
@@ -224,7 +261,7 @@ def run(
         )
 
     if checkpointer is None:
-        return _finish(episode(), telemetry, raise_errors, None)
+        return _finish(episode(), telemetry, raise_errors, None, on_event, tokens)
     thread_id = thread_id or uuid.uuid4().hex[:12]
     fingerprint = flow_fingerprint(flow)
     with checkpointer.claim(thread_id, _owner()):
@@ -242,7 +279,7 @@ def run(
             view = _view_for(start.view, view, thread_id)
             next_step = latest.step + 1
         journal = ThreadJournal(checkpointer, thread_id, flow, fingerprint, next_step, extra=_ref(flow_ref))
-        return _finish(episode(start, journal), telemetry, raise_errors, thread_id)
+        return _finish(episode(start, journal), telemetry, raise_errors, thread_id, on_event, tokens)
 
 
 def resume(
@@ -261,6 +298,7 @@ def resume(
     raise_errors: bool = True,
     human_input: InputStream | None = None,
     telemetry: Any = None,
+    on_event: EventSink | None = None,
 ) -> RunResult:
     """Continue a saved thread: answer the question a paused run waits on, or (``answer=None``)
     go on from the latest checkpoint of a run that crashed or failed.
@@ -287,7 +325,7 @@ def resume(
             checkpointer, thread_id, flow, fingerprint, latest.step + 1, extra=_ref(latest.payload.get("flow_ref"))
         )
         episode = _continued(flow, start, view, backends, env, max_transitions, timeout_s, human_input, journal, answer)
-        return _finish(episode, telemetry, raise_errors, thread_id)
+        return _finish(episode, telemetry, raise_errors, thread_id, on_event)
 
 
 def fork(
@@ -308,6 +346,7 @@ def fork(
     raise_errors: bool = True,
     human_input: InputStream | None = None,
     telemetry: Any = None,
+    on_event: EventSink | None = None,
 ) -> RunResult:
     """Start a new thread from checkpoint ``at`` of ``thread_id`` and run it to its end.
 
@@ -349,7 +388,7 @@ def fork(
             journal.extra = _ref(source.payload.get("flow_ref"))
         journal.save(start, "paused" if start.pending is not None else "running")
         episode = _continued(flow, start, view, backends, env, max_transitions, timeout_s, human_input, journal, answer)
-        return _finish(episode, telemetry, raise_errors, new_id)
+        return _finish(episode, telemetry, raise_errors, new_id, on_event)
 
 
 def _continued(

@@ -8,6 +8,7 @@ retries); the endpoint supplies the request fields, parses usage and cost, and w
 
 from __future__ import annotations
 
+import gc
 import time
 import warnings
 from collections.abc import Mapping
@@ -20,12 +21,13 @@ from stateflow.backends.cassette import Cassette, RecordingClient, ReplayClient
 from stateflow.backends.endpoint import Endpoint, open_endpoint
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedClient, ScriptedLLM
-from stateflow.errors import ConfigError, LLMError, StateFlowError
+from stateflow.errors import ConfigError, LLMError, RunCancelled, StateFlowError
 from stateflow.messages import Usage
 from stateflow.profiles import ModelAssignment, ModelProfile
 
 if TYPE_CHECKING:
     from stateflow.context import Context
+    from stateflow.emitter import Emitter
     from stateflow.outputs import LLM
     from stateflow.state_agent import StateAgent
 
@@ -67,6 +69,8 @@ class LLMBackends:
         self._endpoints: dict[str, Endpoint] = {}
         self._wrappers: dict[str, OpenAIWrapper] = {}
         self._warned: set[str] = set()
+        #: set by a streamed run: model calls then stream (SSE) and report their token deltas
+        self.emitter: Emitter | None = None
 
     def profile(self, state: str, explicit: str | None = None) -> ModelProfile:
         """The profile serving ``state`` (or the ``explicit`` profile name)."""
@@ -220,7 +224,10 @@ class LLMBackends:
         ep = self.endpoint(profile)
         t0 = time.perf_counter()
         try:
-            ok, reply = agent.generate_oai_reply(messages=messages, sender=sender, config=wrapper, **fields)
+            if self.emitter is not None and not ep.capabilities.test_double:
+                ok, reply = self._streamed(agent, wrapper, messages, sender, fields)
+            else:
+                ok, reply = agent.generate_oai_reply(messages=messages, sender=sender, config=wrapper, **fields)
         except StateFlowError:
             raise
         except Exception as err:
@@ -229,6 +236,35 @@ class LLMBackends:
         if not ok or reply is None:
             raise LLMError(f"profile {profile.name!r} returned no reply", profile=profile.name)
         return reply, ep.usage(agent.last_response, latency)
+
+    def _streamed(
+        self,
+        agent: StateAgent,
+        wrapper: OpenAIWrapper,
+        messages: list[dict[str, Any]] | None,
+        sender: Agent | None,
+        fields: dict[str, Any],
+    ) -> tuple[bool, str | dict[str, Any] | None]:
+        """One call with ``stream=True``: AutoGen reads the server-sent chunks, sends each text
+        piece to the default ``IOStream`` (here a :class:`~stateflow.emitter.TokenTap`) and
+        returns the assembled completion with its usage (``stream_options.include_usage``)."""
+        from autogen.io.base import IOStream
+
+        from stateflow.emitter import TokenTap
+
+        assert self.emitter is not None
+        self.emitter.streaming()
+        tap = TokenTap(self.emitter, agent.name, IOStream.get_default())
+        with IOStream.set_default(tap):
+            try:
+                return agent.generate_oai_reply(messages=messages, sender=sender, config=wrapper, stream=True, **fields)
+            except RunCancelled:
+                # A cancelled reply stops mid-stream. openai's ``Stream`` closes its HTTP response
+                # when it is finalized, but it sits in a reference cycle with its own generators,
+                # which only the cycle collector frees: collect now, so the connection closes and
+                # the server stops generating (measured: otherwise it streamed to the end).
+                gc.collect()
+                raise
 
 
 def _usage_fields(u: Usage) -> dict[str, Any]:

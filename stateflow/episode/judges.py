@@ -12,6 +12,7 @@ from stateflow.backends.autogen_clients import LLMBackends
 from stateflow.conditions import Judge
 from stateflow.context import Context
 from stateflow.episode.step_log import StepLog
+from stateflow.events import JudgeAsked
 from stateflow.state_agent import StateAgent
 
 __all__ = ["Judges"]
@@ -46,6 +47,7 @@ class Judges:
         agent = StateAgent(f"judge_{judge.name}", f"You classify conversations. Reply with one word: {options}.")
         messages = [{"role": "user", "content": f"{transcript}\n\nQuestion: {judge.question}\nAnswer ({options}):"}]
         fields = self.backends.endpoint(profile).sampling_fields()
+        self.log.announce(JudgeAsked(self.ctx.state, judge.name, judge.question))
         text, usage = self.backends.call(agent, profile, messages, None, fields)
         answer = judge.parse(text)
         self._answers[key] = answer

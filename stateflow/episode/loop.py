@@ -18,6 +18,7 @@ saved through a :class:`Journal` each time a state is entered, and AutoGen's
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from autogen import Agent, GroupChat
@@ -132,6 +133,8 @@ class Episode:
         self.ctx.scripts = backends.scripts
         self.ctx.http = backends.http
         self.transitions: list[TransitionRecord] = list(start.transitions) if start else []
+        #: called with every transition once the run is in its target (streamed events)
+        self.on_transition: Callable[[TransitionRecord], None] | None = None
         self.stop_reason = ""
         self.failure: BaseException | None = None
         self.pending: PendingQuestion | None = None
@@ -203,9 +206,12 @@ class Episode:
                 raise NoTransitionError(
                     state.name, [str(r) for r in self.flow.rules_from(state.name)], last.content if last else None
                 )
-            self.transitions.append(TransitionRecord(state.name, rule.target, rule.label, len(self.steps) - 1))
+            record = TransitionRecord(state.name, rule.target, rule.label, len(self.steps) - 1)
+            self.transitions.append(record)
             self.ctx.state = rule.target
             self._cursor = 0
+            if self.on_transition is not None:
+                self.on_transition(record)
 
     # checkpoints ------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from stateflow.episode.fanout import parallel_reply
 from stateflow.episode.levers import cut, guarded, retried, structured, voted
 from stateflow.episode.tool_calls import llm_with_tools, run_tool
 from stateflow.errors import LLMError, StateFlowError, ToolError
+from stateflow.events import ToolCalled
 from stateflow.messages import Kind, Message, Usage
 from stateflow.outputs import LLM, AutoGenAgent, Human, Prompt, Tool, ToolResult
 from stateflow.parallel import Parallel
@@ -48,6 +49,7 @@ def tool_reply(ep: Episode, recipient: Agent, messages: Any, sender: Agent | Non
     if isinstance(out, Parallel):  # the environment agent also runs parallel branches
         return parallel_reply(ep, recipient, messages, sender)
     assert isinstance(out, Tool)
+    ep.log.announce(ToolCalled(ep.ctx.state, out.name, None))
     t0 = time.perf_counter()
     try:
         result = ep.agents.executor.function_map[ep.agents.tool_keys[id(out)]](ep.ctx)

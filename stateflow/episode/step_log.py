@@ -9,9 +9,11 @@ step (checkpoints, streamed events, telemetry) has one hook to attach to.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from stateflow.context import Context
+from stateflow.events import Event
 from stateflow.messages import History, Message, Usage
 from stateflow.trace import Step
 
@@ -29,6 +31,16 @@ class StepLog:
 
     def __init__(self, ctx: Context, history: History, steps: list[Step]):
         self.ctx, self.history, self.steps = ctx, history, steps
+        #: called with every step once it is appended, and with what a step is about to do
+        #: (a tool call, a judge's question: :meth:`announce`); a streamed run's events, see
+        #: :mod:`stateflow.emitter`. What they raise ends the run.
+        self.on_step: Callable[[Step], None] | None = None
+        self.on_call: Callable[[Event], None] | None = None
+
+    def announce(self, event: Event) -> None:
+        """Report what the next step is about to do (it is recorded when it ends)."""
+        if self.on_call is not None:
+            self.on_call(event)
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -77,4 +89,6 @@ class StepLog:
             started_at=time.time() - latency_s if started_at is None else started_at,
         )
         self.steps.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
         return step

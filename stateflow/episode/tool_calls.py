@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from autogen import Agent, ConversableAgent
 
 from stateflow.errors import LLMError, StateFlowError
+from stateflow.events import ToolCalled
 from stateflow.messages import Kind, Message
 from stateflow.outputs import LLM
 from stateflow.profiles import ModelProfile
@@ -128,14 +129,15 @@ def run_tool(
         agent: the user's agent that asked for it, if one did (kept in the step's detail).
     """
     runner = executor or ep.agents.tool_runner
-    t0 = time.perf_counter()
-    ok, result = runner.execute_function({"name": name, "arguments": arguments or "{}"}, call_id=call_id)
-    latency = time.perf_counter() - t0
-    content = str(result.get("content", ""))
     try:
         args: Any = json.loads(arguments or "{}")
     except json.JSONDecodeError:
         args = arguments
+    ep.log.announce(ToolCalled(ep.ctx.state, name, args, call_id))
+    t0 = time.perf_counter()
+    ok, result = runner.execute_function({"name": name, "arguments": arguments or "{}"}, call_id=call_id)
+    latency = time.perf_counter() - t0
+    content = str(result.get("content", ""))
     meta = {"ok": ok, "tool": name, "arguments": args, **({"call_id": call_id} if call_id else {})}
     msg = Message("user", name, ep.ctx.state, Kind.TOOL, content, meta=meta)
     detail = {"tool": name, "arguments": args, "ok": ok, **({"agent": agent} if agent else {})}

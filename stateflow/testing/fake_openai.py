@@ -7,6 +7,13 @@ recorded. A responder may also return ``{"tool_calls": [{"name": ..., "arguments
 (optionally with ``"content"``): the reply then carries OpenAI ``tool_calls`` with
 ``finish_reason="tool_calls"``, as a server with function calling does.
 
+A request with ``"stream": true`` is answered with server-sent events (``text/event-stream``,
+chunked), as OpenAI's API and llama.cpp's server do: one ``chat.completion.chunk`` per word of the
+reply (``chunk_delay_s`` apart), tool calls as deltas, a usage chunk when
+``stream_options.include_usage`` asks for it, then ``data: [DONE]``. A client that goes away
+mid-stream is noticed at the next chunk: :attr:`FakeOpenAIServer.active` counts the completions
+in flight and :attr:`FakeOpenAIServer.aborted` those whose client left before the end.
+
 >>> from stateflow.testing.fake_openai import FakeOpenAIServer
 >>> with FakeOpenAIServer(lambda model, messages, body: "pong") as srv:
 ...     import openai
@@ -19,6 +26,7 @@ recorded. A responder may also return ``{"tool_calls": [{"name": ..., "arguments
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +54,18 @@ def _tool_call_message(reply: dict[str, Any]) -> tuple[dict[str, Any], str]:
     return {"role": "assistant", "content": text or None, "tool_calls": calls}, text
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that closes its keep-alive connection (or leaves mid-stream) is normal here: no
+    traceback for it on stderr; any other handler error is still printed."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class FakeOpenAIServer:
     """A threaded HTTP server implementing ``POST /v1/chat/completions`` and ``GET /v1/models``.
 
@@ -54,6 +74,7 @@ class FakeOpenAIServer:
         latency_s: sleep this long before answering each completion (simulates a slow model).
         failures: HTTP status codes returned, in order, by the first completion requests
             (e.g. ``[429, 503]`` makes the first two calls fail), to exercise client retries.
+        chunk_delay_s: with ``stream``, the pause between two chunks (simulates decoding).
         prefix_cache: report ``usage.prompt_tokens_details.cached_tokens`` as a server with a
             prompt cache does: the longest prefix (in tokens, here words) that the prompt shares
             with any earlier request; :attr:`cached_counts` keeps what was reported.
@@ -65,21 +86,26 @@ class FakeOpenAIServer:
         *,
         latency_s: float = 0.0,
         failures: list[int] | None = None,
+        chunk_delay_s: float = 0.0,
         prefix_cache: bool = False,
     ):
         self.responder = responder
         self.latency_s = latency_s
+        self.chunk_delay_s = chunk_delay_s
         self.prefix_cache = prefix_cache
         #: ``(prompt tokens, cached tokens)`` of each answered completion, with ``prefix_cache``
         self.cached_counts: list[tuple[int, int]] = []
         self._seen: list[list[str]] = []
+        #: completions being answered now, and streams whose client disconnected before the end
+        self.active = 0
+        self.aborted = 0
         self._failures = list(failures or [])
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         #: the client ``(host, port)`` of each completion request, in order: one port per TCP
         #: connection, so tests can see whether clients share a connection pool.
         self.peers: list[tuple[str, int]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True)
 
@@ -106,6 +132,11 @@ class FakeOpenAIServer:
     def _next_failure(self) -> int | None:
         with self._lock:
             return self._failures.pop(0) if self._failures else None
+
+    def _count(self, active: int, aborted: int = 0) -> None:
+        with self._lock:
+            self.active += active
+            self.aborted += aborted
 
     def _cached(self, words: list[str]) -> int:
         """Words of ``words`` a prefix cache holds (see ``prefix_cache``); remembers ``words``."""
@@ -173,6 +204,13 @@ class FakeOpenAIServer:
                 if failure is not None:
                     self._send(failure, {"error": {"message": f"injected failure {failure}", "type": "server_error"}})
                     return
+                server._count(+1)
+                try:
+                    self._complete(body)
+                finally:
+                    server._count(-1)
+
+            def _complete(self, body: dict[str, Any]) -> None:
                 if server.latency_s:
                     time.sleep(server.latency_s)
                 messages = body.get("messages", [])
@@ -199,16 +237,47 @@ class FakeOpenAIServer:
                     usage["prompt_tokens"] = len(words)
                     usage["total_tokens"] = len(words) + completion_tokens
                     usage["prompt_tokens_details"] = {"cached_tokens": server._cached(words)}
-                self._send(
-                    200,
-                    {
-                        "id": f"fake-{time.monotonic_ns()}",
-                        "object": "chat.completion",
-                        "created": int(time.time()),
-                        "model": body.get("model", "fake"),
-                        "choices": [{"index": 0, "finish_reason": finish, "message": message}],
-                        "usage": usage,
-                    },
-                )
+                model = body.get("model", "fake")
+                head = {"id": f"fake-{time.monotonic_ns()}", "created": int(time.time()), "model": model}
+                if body.get("stream"):
+                    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                    self._stream(head, message, finish, usage if include_usage else None)
+                    return
+                choice = {"index": 0, "finish_reason": finish, "message": message}
+                self._send(200, {**head, "object": "chat.completion", "choices": [choice], "usage": usage})
+
+            def _chunk(self, payload: dict[str, Any] | str) -> None:
+                data = payload if isinstance(payload, str) else json.dumps(payload)
+                frame = f"data: {data}\n\n".encode()
+                # HTTP/1.1 chunked transfer encoding: the length of each piece, then the piece
+                self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
+                self.wfile.flush()
+
+            def _stream(
+                self, head: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, Any] | None
+            ) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                base = {**head, "object": "chat.completion.chunk"}
+                deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+                deltas += [{"content": piece} for piece in re.findall(r"\s*\S+\s*|\s+", message.get("content") or "")]
+                for i, call in enumerate(message.get("tool_calls") or []):
+                    deltas.append({"tool_calls": [{"index": i, **call}]})
+                try:
+                    for n, delta in enumerate(deltas):
+                        if n and server.chunk_delay_s:
+                            time.sleep(server.chunk_delay_s)
+                        self._chunk({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                    self._chunk({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                    if usage is not None:
+                        self._chunk({**base, "choices": [], "usage": usage})
+                    self._chunk("[DONE]")
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    server._count(0, aborted=1)
+                    self.close_connection = True
 
         return Handler

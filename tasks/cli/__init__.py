@@ -4,6 +4,9 @@
 the core CLI loads it and gets the commands ``run``, ``resume``, ``threads``, ``history``, ``report``,
 ``compare``, ``archive``, ``demo``, ``data``, ``bench paper``, ``optimize``, ``ui`` and ``whatif``,
 and the named flows of every registered benchmark (``stateflow graph intercode-sql``).
+``compare``, ``archive``, ``demo``, ``data``, ``bench paper``, ``optimize``, ``ui`` and ``serve``, and the
+named flows of every
+registered benchmark (``stateflow graph intercode-sql``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ __all__ = ["PLUGIN", "registered_flows"]
 
 
 def _register(app: typer.Typer) -> None:
-    from stateflow.tasks.cli import bench, data, demo, optimize, results, run, threads, ui, whatif
+    from stateflow.tasks.cli import bench, data, demo, optimize, results, run, serve, threads, ui, whatif
 
     run.register(app)
     demo.register(app)
@@ -31,6 +34,7 @@ def _register(app: typer.Typer) -> None:
     optimize.register(app)
     ui.register(app)
     whatif.register(app)
+    serve.register(app)
 
 
 def registered_flows() -> dict[str, Callable[[], Flow]]:

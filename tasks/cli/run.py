@@ -231,6 +231,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="with a flow target: save the run as this thread (continues it if it exists)"),
         ] = None,
         checkpoints: CheckpointsOption = None,
+        stream: Annotated[
+            bool, typer.Option("--stream", help="with a flow target: print states, tokens and tool calls as they come")
+        ] = False,
         list_methods: Annotated[bool, typer.Option("--list-methods", help="list methods and exit")] = False,
         explain: Annotated[
             str | None, typer.Option("--explain", help="print a method's recipe, levers and measured effects, and exit")
@@ -271,7 +274,7 @@ def register(app: typer.Typer) -> None:
         if target not in registry:
             if repeats > 1:
                 raise ConfigError(f"--repeats {repeats} applies to benchmark runs, not to one flow run on --task")
-            _run_flow(target, task, assignment, console, registry, thread, checkpoints)
+            _run_flow(target, task, assignment, console, registry, thread, checkpoints, stream)
             return
         bench = registry.get(target)
         if sql_database_scope is not None and not bench.database_scope:
@@ -378,6 +381,7 @@ def _run_flow(
     registry: BenchmarkRegistry,
     thread: str | None = None,
     checkpoints: str | None = None,
+    stream: bool = False,
 ) -> None:
     from stateflow.tasks.cli import registered_flows
     from stateflow.tasks.cli.threads import print_run
@@ -389,14 +393,21 @@ def _run_flow(
         raise ConfigError(f"{ref!r} is not a benchmark ({', '.join(registry.names())}); give --task TEXT to run it")
     flow = resolve_flow(ref, registered_flows())
     _announce(console, assignment)
+    on_event = None
+    if stream:
+        from stateflow.tasks.cli.live_print import EventPrinter
+
+        on_event = EventPrinter(console)
     if thread is None and checkpoints is None:
-        result = run(flow, task, models=assignment)
+        result = run(flow, task, models=assignment, on_event=on_event)
     else:
         from stateflow.checkpoint.location import open_checkpointer
 
         store = open_checkpointer(checkpoints)
         try:
-            result = run(flow, task, models=assignment, thread_id=thread, checkpointer=store, flow_ref=ref)
+            result = run(
+                flow, task, models=assignment, thread_id=thread, checkpointer=store, flow_ref=ref, on_event=on_event
+            )
         finally:
             store.close()
     print_run(console, result)

@@ -6,7 +6,8 @@ llama-cpp-python 0.3.36's server (its router, request types, chat template handl
 support) and adds three things around it:
 
 * **prompt-token accounting**: every non-streaming ``/v1/chat/completions`` and ``/v1/completions``
-  response's ``usage`` carries OpenAI's ``prompt_tokens_details.cached_tokens``, the number of prompt
+  response's ``usage`` (and a streamed chat reply's last chunk, OpenAI's usage chunk, which the
+  library does not send) carries OpenAI's ``prompt_tokens_details.cached_tokens``, the number of prompt
   tokens that were NOT evaluated because their KV state was reused (live KV prefix or prompt-state
   cache); ``GET /stateflow/stats`` gives running totals. The library's own routes would drop that
   field (their response model is a TypedDict without it), so these two paths are served by thin
@@ -224,7 +225,53 @@ class AccountingLlama(llama_cpp.Llama):
         result = super().create_chat_completion(*args, **kwargs)
         if isinstance(result, dict):
             result["timings"] = {**self._sf_timings(), "total_s": time.perf_counter() - started}
-        return result
+            return result
+        return self._sf_chat_stream(result)
+
+    def _sf_chat_stream(self, chunks: Any) -> Any:
+        """A streamed chat reply, then OpenAI's usage chunk (``choices: []``, ``usage``), which the
+        library never sends: without it a streaming client counts no tokens at all."""
+        self._sf_stream_usage: dict[str, Any] | None = None
+        last: dict[str, Any] = {}
+        for chunk in chunks:
+            last = chunk
+            yield chunk
+        if self._sf_stream_usage is not None and last:
+            head = {k: last[k] for k in ("id", "created", "model") if k in last}
+            yield {**head, "object": "chat.completion.chunk", "choices": [], "usage": self._sf_stream_usage}
+
+    def _sf_completion_stream(self, chunks: Any, prompt: Any) -> Any:
+        """A streamed completion, counted as a non-streamed one is (usage for the chat stream's
+        last chunk, the running totals)."""
+        started = time.perf_counter()
+        self._sf_prompt_evaluated = None  # the generator runs the model: its first eval is the prompt
+        text = []
+        for chunk in chunks:
+            for choice in chunk.get("choices") or []:
+                text.append(choice.get("text") or "")
+            yield chunk
+        if isinstance(prompt, str):
+            # as the library tokenizes it in _create_completion
+            prompt_tokens = len(self.tokenize(prompt.encode("utf-8"), special=True)) if prompt else 1
+        else:
+            prompt_tokens = len(prompt or [])
+        reply = "".join(text)
+        completion_tokens = len(self.tokenize(reply.encode("utf-8"), add_bos=False, special=True)) if reply else 0
+        evaluated = self._sf_prompt_evaluated or 0
+        cached = max(0, prompt_tokens - evaluated)
+        self._sf_stream_usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+        stats = self.sf_stats()
+        stats["requests"] += 1
+        stats["prompt_tokens"] += prompt_tokens
+        stats["evaluated_prompt_tokens"] += prompt_tokens - cached
+        stats["completion_tokens"] += completion_tokens
+        stats["seconds"] += time.perf_counter() - started
+        self._sf_prompt_evaluated = 0
 
     #: see :data:`DEFAULT_DEGENERATE_RUN_CHARS`; 0 turns the rule off (``load_model`` sets it)
     degenerate_run_chars = DEFAULT_DEGENERATE_RUN_CHARS
@@ -268,6 +315,8 @@ class AccountingLlama(llama_cpp.Llama):
         kwargs["stopping_criteria"] = llama_cpp.StoppingCriteriaList([*(rules or []), self._stop_rules()])
         started = time.perf_counter()
         result = super().create_completion(*args, **kwargs)
+        if not isinstance(result, dict):  # a stream: the model runs while it is read
+            return self._sf_completion_stream(result, kwargs.get("prompt", args[0] if args else ""))
         if isinstance(result, dict):
             result["timings"] = {**self._sf_timings(), "total_s": time.perf_counter() - started}
             if "stopped_by" in self._sf_request:

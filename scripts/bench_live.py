@@ -1,0 +1,404 @@
+#!/usr/bin/env python
+"""Benchmark streamed runs, asyncio and ``stateflow serve`` (issue #44).
+
+Usage::
+
+    .venv/bin/python scripts/bench_live.py [--part all|events|asyncio|serve|ttft] [--runs 50]
+        [--latency 0.2] [--clients 50] [--requests 500] [--model local-small] [--json FILE]
+    # the embedded-model part needs the shared model lock:
+    flock /work/model.lock .venv/bin/python scripts/bench_live.py --part ttft
+
+What it measures (every ratio is against a baseline measured in the same process):
+
+* **events**: the cost of the event stream per transition. A scripted (in-process, no HTTP) flow
+  of 200 transitions is run alternately with and without an ``on_event`` sink that keeps every
+  event; reported: (median with - median without) / transitions, in ms (target < 0.2).
+* **asyncio**: ``--runs`` runs of a two-state flow against the fake OpenAI server with
+  ``--latency`` seconds per call: ``asyncio.gather`` of ``arun`` calls, the same runs one after
+  another (``run``), and one OS thread per ``run``. Reported: wall times and the ratios
+  sequential / asyncio and threads / asyncio, plus the peak number of OS threads during the
+  asyncio batch (``arun`` holds one thread per run in flight: AutoGen 0.14 has no asynchronous
+  model client; see stateflow.live).
+* **serve**: ``stateflow serve``'s application under uvicorn on 127.0.0.1, the model the fake
+  server (no latency); ``--clients`` concurrent AG-UI clients (httpx, each reading its SSE stream
+  to the end) post ``--requests`` runs on new threads in total. Reported: requests per second,
+  median and p95 request time, the server process's peak RSS (it runs in a child process, so the
+  client's memory is not counted).
+* **ttft**: the embedded model (``--model``, default ``local-small``): a one-state flow whose LLM
+  writes up to 48 tokens, with and without a grammar; each variant run ``--ttft-reps`` times
+  alternately streamed (time to the first ``TokenDelta``) and not streamed (the reply's latency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import multiprocessing
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from stateflow import LLM, Flow, MemoryCheckpointer, ModelProfile, Prompt, State, Tool, ToolResult, Transition, run
+from stateflow.backends.http import HttpClients
+from stateflow.backends.scripted import ScriptedLLM
+from stateflow.conditions import meta_is
+from stateflow.emitter import Emitter
+from stateflow.events import StepRecorded, TokenDelta
+from stateflow.live import arun
+from stateflow.testing.fake_openai import FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _two_state() -> Flow:
+    ask = State("Ask", Prompt("Answer."), LLM())
+    done = State("Done", final=True)
+    return Flow("bench", initial=ask, transitions=[Transition(ask, done)])
+
+
+def _fake_profile(url: str) -> ModelProfile:
+    return ModelProfile(name="fake", model="m", base_url=url, api_key_env=None)
+
+
+def _reply_done(model: str, messages: list, body: dict) -> str:
+    return "done"
+
+
+def _reply_served(model: str, messages: list, body: dict) -> str:
+    return "a served reply of a few words"
+
+
+def _fake_child(responder: Any, latency: float, urls: Any, stop: Any) -> None:
+    with FakeOpenAIServer(responder, latency_s=latency) as srv:
+        urls.put(srv.url)
+        stop.wait()
+
+
+class _FakeProcess:
+    """The fake OpenAI server in its own process, so its request handling does not share the
+    benchmarked process's interpreter lock (a real model server is another process too)."""
+
+    def __init__(self, responder: Any, latency: float = 0.0):
+        ctx = multiprocessing.get_context("spawn")
+        urls, self._stop = ctx.Queue(), ctx.Event()
+        self._proc = ctx.Process(target=_fake_child, args=(responder, latency, urls, self._stop), daemon=True)
+        self._proc.start()
+        self.url: str = urls.get(timeout=60)
+
+    def __enter__(self) -> _FakeProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._proc.join(10)
+
+
+# -- events --------------------------------------------------------------------------------------
+
+
+def _count(ctx) -> ToolResult:
+    n = ctx.vars.get("n", 0) + 1
+    ctx.vars["n"] = n
+    return ToolResult(f"n={n}", {"ok": True, "done": n >= ctx.vars["limit"]})
+
+
+def bench_events(transitions: int = 200, reps: int = 15) -> dict[str, Any]:
+    step = State("Step", Prompt("Go."), LLM(), Tool(_count, "count"))
+    end = State("End", final=True)
+    flow = Flow(
+        "events",
+        initial=step,
+        transitions=[Transition(step, end, when=meta_is("done")), Transition(step, step)],
+        max_transitions=transitions + 5,
+    )
+    profile = ModelProfile(name="s", model="s", provider="scripted", api_key_env=None)
+
+    def once(sink: Any) -> float:
+        script = ScriptedLLM(lambda messages, params: "ok")
+        t0 = time.perf_counter()
+        r = run(flow, "t", models=profile, scripts={"s": script}, vars={"limit": transitions}, on_event=sink)
+        elapsed = time.perf_counter() - t0
+        assert len(r.transitions) == transitions, (len(r.transitions), r.error)
+        return elapsed
+
+    once(None)  # warm-up
+    plain, streamed = [], []
+    kept: list[Any] = []
+    for _ in range(reps):
+        plain.append(once(None))
+        kept.clear()
+        streamed.append(once(kept.append))
+    events = len(kept)
+    # End to end, the difference is within the run-to-run noise of a shared machine: the
+    # fastest of many interleaved runs is compared, and the event path is also timed alone on
+    # the records of a real run (what the emitter does per transition: its steps, the
+    # transition, the state entered).
+    delta_ms = (min(streamed) - min(plain)) * 1000 / transitions
+    kept.clear()
+    script = ScriptedLLM(lambda messages, params: "ok")
+    r = run(flow, "t", models=profile, scripts={"s": script}, vars={"limit": transitions})
+    emitter = Emitter(kept.append, r.path[0])
+    rounds = 20
+    t0 = time.perf_counter()
+    for _ in range(rounds):
+        for st in r.steps:
+            emitter.step(st)
+        for tr in r.transitions:
+            emitter.transition(tr)
+    alone_ms = (time.perf_counter() - t0) * 1000 / (rounds * len(r.transitions))
+    return {
+        "transitions": transitions,
+        "events_per_run": events,
+        "run_s_without_min": round(min(plain), 4),
+        "run_s_with_min": round(min(streamed), 4),
+        "run_s_without_median": round(statistics.median(plain), 4),
+        "run_s_with_median": round(statistics.median(streamed), 4),
+        "overhead_ms_per_transition_end_to_end": round(delta_ms, 4),
+        "event_path_ms_per_transition": round(alone_ms, 4),
+        "target_ms": 0.2,
+    }
+
+
+# -- asyncio -------------------------------------------------------------------------------------
+
+
+def bench_asyncio(runs: int, latency: float) -> dict[str, Any]:
+    flow = _two_state()
+    with _FakeProcess(_reply_done, latency) as srv, HttpClients() as http:
+        profile = _fake_profile(srv.url)
+        run(flow, "warm-up", models=profile, http=http)
+        t0 = time.perf_counter()
+        asyncio.run(arun(flow, "one", models=profile, http=http))
+        t_one = time.perf_counter() - t0
+
+        peak = [0]
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.is_set():
+                peak[0] = max(peak[0], threading.active_count())
+                time.sleep(0.005)
+
+        async def batch() -> list[Any]:
+            return await asyncio.gather(*[arun(flow, f"t{i}", models=profile, http=http) for i in range(runs)])
+
+        before = threading.active_count()
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        t0 = time.perf_counter()
+        results = asyncio.run(batch())
+        t_async = time.perf_counter() - t0
+        stop.set()
+        watcher.join()
+        assert all(r.exit_state == "Done" for r in results)
+
+        t0 = time.perf_counter()
+        for i in range(runs):
+            run(flow, f"s{i}", models=profile, http=http)
+        t_seq = time.perf_counter() - t0
+
+        out: list[Any] = []
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=lambda i=i: out.append(run(flow, f"p{i}", models=profile, http=http)))
+                   for i in range(runs)]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        t_threads = time.perf_counter() - t0
+        assert len(out) == runs
+    return {
+        "runs": runs,
+        "latency_s": latency,
+        "one_arun_s": round(t_one, 3),
+        "asyncio_s": round(t_async, 3),
+        "sequential_s": round(t_seq, 3),
+        "threads_s": round(t_threads, 3),
+        "sequential_over_asyncio": round(t_seq / t_async, 1),
+        "threads_over_asyncio": round(t_threads / t_async, 2),
+        "asyncio_over_one_arun": round(t_async / t_one, 2),
+        "os_threads_before": before,
+        "os_threads_peak_during_asyncio": peak[0],
+    }
+
+
+# -- serve ---------------------------------------------------------------------------------------
+
+
+def _serve_child(port: int, model_url: str, ready: Any) -> None:
+    import uvicorn
+
+    from stateflow.serve import FlowService, build_app
+
+    http = HttpClients(max_connections=128)
+    service = FlowService(_two_state(), MemoryCheckpointer(), models=_fake_profile(model_url), http=http)
+    app = build_app(service, base_url=f"http://127.0.0.1:{port}")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", backlog=256)
+    server = uvicorn.Server(config)
+    threading.Thread(target=lambda: (time.sleep(0.2), ready.set()), daemon=True).start()
+    server.run()
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):  # peak resident set size
+            return int(line.split()[1])
+    return 0
+
+
+def bench_serve(clients: int, requests: int) -> dict[str, Any]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with _FakeProcess(_reply_served) as srv:
+        ctx = multiprocessing.get_context("spawn")
+        ready = ctx.Event()
+        child = ctx.Process(target=_serve_child, args=(port, srv.url, ready), daemon=True)
+        child.start()
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        rss_idle = _rss_kib(child.pid or 0)
+        times: list[float] = []
+        failures = [0]
+
+        async def client_loop(client: httpx.AsyncClient, ids: list[int]) -> None:
+            for i in ids:
+                body = {
+                    "threadId": f"b{i}",
+                    "runId": f"r{i}",
+                    "messages": [{"id": "1", "role": "user", "content": f"task {i}"}],
+                    "tools": [],
+                    "context": [],
+                    "forwardedProps": {},
+                }
+                t0 = time.perf_counter()
+                last = ""
+                async with client.stream("POST", f"{base}/agui", json=body) as r:
+                    async for line in r.aiter_lines():
+                        if line.startswith("data: "):
+                            last = line
+                if '"RUN_FINISHED"' not in last:
+                    failures[0] += 1
+                times.append(time.perf_counter() - t0)
+
+        async def main() -> float:
+            limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+            async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+                shards = [list(range(k, requests, clients)) for k in range(clients)]
+                await asyncio.gather(*[client_loop(client, [i + 10**6 for i in range(2)]) for _ in range(1)])
+                times.clear()
+                t0 = time.perf_counter()
+                await asyncio.gather(*[client_loop(client, ids) for ids in shards])
+                return time.perf_counter() - t0
+
+        wall = asyncio.run(main())
+        rss_peak = _rss_kib(child.pid or 0)
+        child.terminate()
+        child.join(10)
+    times.sort()
+    return {
+        "clients": clients,
+        "requests": requests,
+        "failed": failures[0],
+        "wall_s": round(wall, 2),
+        "requests_per_s": round(requests / wall, 1),
+        "median_request_s": round(statistics.median(times), 3),
+        "p95_request_s": round(times[int(0.95 * (len(times) - 1))], 3),
+        "server_rss_idle_mib": round(rss_idle / 1024, 1),
+        "server_rss_peak_mib": round(rss_peak / 1024, 1),
+    }
+
+
+# -- time to first token on the embedded model -----------------------------------------------------
+
+
+def bench_ttft(model: str, reps: int) -> dict[str, Any]:
+    from stateflow.profiles import BUILTIN_PROFILES
+
+    profile = dataclasses.replace(BUILTIN_PROFILES[model], max_tokens=48, temperature=0.0)
+    grammar = r'root ::= "Answer: " [a-zA-Z ,]{1,200} "."'
+    out: dict[str, Any] = {"model": model, "max_tokens": 48}
+    for label, g in (("free", None), ("grammar", grammar)):
+        ask = State("Ask", Prompt("Describe the colour of the sky in one sentence."), LLM(grammar=g))
+        end = State("End", final=True)
+        flow = Flow("ttft", initial=ask, transitions=[Transition(ask, end)])
+        run(flow, "warm-up", models=profile)  # starts the server, fills the prompt cache
+        ttft, streamed_total, plain_total, tokens = [], [], [], []
+        for i in range(reps):
+            task = f"Question {i}."  # a new prompt tail each time, as in a real run
+            marks: dict[str, float] = {}
+
+            def sink(event: Any, marks: dict[str, float] = marks) -> None:
+                now = time.perf_counter()
+                if isinstance(event, StepRecorded) and event.step.output == "prompt":
+                    marks["asked"] = now  # the model call starts right after the prompt step
+                elif isinstance(event, TokenDelta) and "first" not in marks:
+                    marks["first"] = now
+                elif isinstance(event, StepRecorded) and event.step.output == "llm":
+                    marks["end"] = now
+
+            run(flow, task, models=profile, on_event=sink)
+            ttft.append(marks["first"] - marks["asked"])
+            streamed_total.append(marks["end"] - marks["asked"])
+            r = run(flow, task + " ", models=profile)
+            llm = next(s for s in r.steps if s.output == "llm")
+            plain_total.append(llm.latency_s)
+            tokens.append(llm.usage.completion_tokens if llm.usage else 0)
+        out[label] = {
+            "reps": reps,
+            "ttft_s_median": round(statistics.median(ttft), 3),
+            "streamed_reply_s_median": round(statistics.median(streamed_total), 3),
+            "non_streamed_reply_s_median": round(statistics.median(plain_total), 3),
+            "ttft_over_non_streamed": round(statistics.median(ttft) / statistics.median(plain_total), 3),
+            "completion_tokens_median": statistics.median(tokens),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", default="all", choices=["all", "events", "asyncio", "serve", "ttft"])
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--latency", type=float, default=0.2)
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--requests", type=int, default=500)
+    ap.add_argument("--model", default="local-small")
+    ap.add_argument("--ttft-reps", type=int, default=5)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    report: dict[str, Any] = {"cpus": os.cpu_count()}
+    parts = ["events", "asyncio", "serve"] if args.part == "all" else [args.part]
+    for part in parts:
+        if part == "events":
+            report["events"] = bench_events()
+        elif part == "asyncio":
+            report["asyncio"] = bench_asyncio(args.runs, args.latency)
+        elif part == "serve":
+            report["serve"] = bench_serve(args.clients, args.requests)
+        elif part == "ttft":
+            report["ttft"] = bench_ttft(args.model, args.ttft_reps)
+        print(json.dumps({part: report[part]}, indent=2), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

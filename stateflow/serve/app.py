@@ -1,0 +1,284 @@
+"""``stateflow serve``: a flow over HTTP, as an AG-UI endpoint and an A2A agent, with durable threads.
+
+Routes (all JSON bodies validated with pydantic; a bad request gets a 4xx naming the problem):
+
+* ``POST /agui``: the AG-UI protocol. The body is an AG-UI ``RunAgentInput``; the answer is a
+  server-sent event stream (:mod:`stateflow.serve.agui`). A new ``thread_id`` runs the flow on
+  the last user message; a thread paused on a deferred question continues when the request's
+  ``resume`` answers its interrupt; a failed thread continues from its last checkpoint; a
+  finished one is refused (409).
+* ``GET /threads/{thread_id}``: where a thread stands (status, state, the question it waits on).
+* ``/a2a/``: the A2A protocol (agent card at ``/a2a/.well-known/agent-card.json``), AG2's
+  server around the flow (:mod:`stateflow.serve.a2a`).
+* ``GET /health``.
+
+Threads are saved in the service's checkpointer (:mod:`stateflow.checkpoint`): a paused run
+waits there, across server restarts, until a request answers it. Requests for one thread are
+served one at a time (a per-thread lock; the checkpointer's claim guards other processes). A
+client that disconnects from a stream cancels its run at the run's next event; the run's thread
+is joined and its model stream closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ag_ui.core import RunAgentInput, RunErrorEvent
+from ag_ui.encoder import EventEncoder
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+
+from stateflow.backends.http import HttpClients
+from stateflow.checkpoint import Checkpointer, ThreadStatus
+from stateflow.errors import StateFlowError
+from stateflow.events import Event
+from stateflow.fingerprint import flow_fingerprint
+from stateflow.flow import Flow
+from stateflow.live import astream_call
+from stateflow.serve.agui import AGUITranslator, interrupt_id
+from stateflow.threads import load_position
+from stateflow.trace import RunResult
+from stateflow.views import View
+
+__all__ = ["FlowService", "build_app"]
+
+MAX_BODY_BYTES = 1 << 20  # a run request is a few messages; anything larger is refused (413)
+_THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+
+RunCall = Callable[[Callable[[Event], None]], RunResult]
+
+
+@dataclass
+class FlowService:
+    """What a server runs: a flow, its models and where its threads are kept.
+
+    Attributes:
+        flow: the served flow.
+        checkpointer: where threads are saved (paused runs wait there for their answer).
+        models: as ``run(models=...)`` (default: the embedded ``local`` model).
+        flow_ref: how to load the flow again (saved with each thread, for ``stateflow resume``).
+        view: the view runs use (default StateFlow's).
+        max_transitions, timeout_s: as for ``run``.
+        http: connection pools shared by every run of the server.
+    """
+
+    flow: Flow
+    checkpointer: Checkpointer
+    models: Any = None
+    flow_ref: str | None = None
+    view: View | None = None
+    max_transitions: int | None = None
+    timeout_s: float | None = None
+    http: HttpClients | None = None
+
+    def starter(self, task: str, thread_id: str) -> RunCall:
+        """A new run of ``task`` saved as ``thread_id``, given its event sink."""
+        from stateflow.runtime import run
+
+        def call(on_event: Callable[[Event], None]) -> RunResult:
+            return run(
+                self.flow,
+                task,
+                models=self.models,
+                view=self.view,
+                http=self.http,
+                max_transitions=self.max_transitions,
+                timeout_s=self.timeout_s,
+                raise_errors=False,
+                thread_id=thread_id,
+                checkpointer=self.checkpointer,
+                flow_ref=self.flow_ref,
+                telemetry=False,
+                on_event=on_event,
+            )
+
+        return call
+
+    def continuer(self, thread_id: str, answer: str | None) -> RunCall:
+        """Continue ``thread_id`` (answering its question, if ``answer``), given its event sink."""
+        from stateflow.runtime import resume
+
+        def call(on_event: Callable[[Event], None]) -> RunResult:
+            return resume(
+                thread_id,
+                answer,
+                checkpointer=self.checkpointer,
+                flow=self.flow,
+                models=self.models,
+                view=self.view,
+                http=self.http,
+                max_transitions=self.max_transitions,
+                timeout_s=self.timeout_s,
+                raise_errors=False,
+                telemetry=False,
+                on_event=on_event,
+            )
+
+        return call
+
+
+class _Refused(Exception):
+    """A request that cannot be served: its HTTP status and the reason."""
+
+    def __init__(self, status: int, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+class _ThreadLocks:
+    """One asyncio lock per thread id while requests for it are in flight (then dropped)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, thread_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(thread_id, (asyncio.Lock(), 0))
+        self._locks[thread_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[thread_id]
+            if users == 1:
+                del self._locks[thread_id]
+            else:
+                self._locks[thread_id] = (lock, users - 1)
+
+
+def _task_of(incoming: RunAgentInput) -> str:
+    for m in reversed(incoming.messages):
+        if m.role == "user":
+            content = m.content
+            if isinstance(content, str) and content.strip():
+                return content
+            raise _Refused(400, "the last user message has no text content to run the flow on")
+    raise _Refused(400, "messages holds no user message: the flow runs on the last one")
+
+
+def _plan(service: FlowService, incoming: RunAgentInput) -> RunCall:
+    """What a request asks for, checked against its thread's latest checkpoint.
+
+    Raises:
+        _Refused: what is wrong with the request, and its HTTP status.
+    """
+    thread_id = incoming.thread_id
+    if not _THREAD_ID.match(thread_id):
+        raise _Refused(400, f"thread_id {thread_id[:40]!r}: 1-128 letters, digits and ._:@- (starting alphanumeric)")
+    latest = service.checkpointer.latest(thread_id)
+    if latest is None:
+        if incoming.resume:
+            raise _Refused(404, f"thread {thread_id!r} does not exist: there is nothing to resume")
+        return service.starter(_task_of(incoming), thread_id)
+    if latest.flow_name != service.flow.name or latest.flow_fingerprint != flow_fingerprint(service.flow):
+        raise _Refused(409, f"thread {thread_id!r} was saved by another flow ({latest.flow_name!r}) or definition")
+    if latest.status is ThreadStatus.FINISHED:
+        raise _Refused(409, f"thread {thread_id!r} has finished; start another thread_id")
+    if latest.status is not ThreadStatus.PAUSED:
+        if incoming.resume:
+            raise _Refused(409, f"thread {thread_id!r} is {latest.status.value}, not waiting for an answer")
+        return service.continuer(thread_id, None)  # crashed or failed: on from its last checkpoint
+    position = load_position(latest, service.flow)
+    expected = interrupt_id(thread_id, len(position.transitions))
+    question = position.pending.question if position.pending is not None else ""
+    entries = incoming.resume or []
+    if len(entries) != 1 or entries[0].interrupt_id != expected:
+        raise _Refused(
+            409,
+            f"thread {thread_id!r} waits for an answer to interrupt {expected!r} ({question[:200]!r}): "
+            "send resume=[{interruptId, status: 'resolved', payload: ANSWER}]",
+        )
+    entry = entries[0]
+    if entry.status != "resolved" or not isinstance(entry.payload, str):
+        raise _Refused(400, f"interrupt {expected!r}: the answer must be resolved with a text payload")
+    return service.continuer(thread_id, entry.payload)
+
+
+def build_app(service: FlowService, *, base_url: str) -> Starlette:
+    """The HTTP application serving ``service``'s flow; ``base_url`` is where clients reach it
+    (the A2A agent card names ``{base_url}/a2a/``)."""
+    locks = _ThreadLocks()
+
+    def refuse(status: int, reason: str, detail: Any = None) -> JSONResponse:
+        body: dict[str, Any] = {"error": reason}
+        if detail is not None:
+            body["detail"] = detail
+        return JSONResponse(body, status_code=status)
+
+    async def agui(request: Request) -> Response:
+        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+            return refuse(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        raw = await request.body()
+        if len(raw) > MAX_BODY_BYTES:
+            return refuse(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        try:
+            incoming = RunAgentInput.model_validate_json(raw)
+        except ValidationError as err:
+            problems = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in err.errors(include_url=False)]
+            return refuse(422, "the body is not a valid AG-UI RunAgentInput", problems)
+        try:
+            await asyncio.to_thread(_plan, service, incoming)  # refuse what cannot run before streaming
+        except _Refused as err:
+            return refuse(err.status, err.reason)
+        except StateFlowError as err:
+            return refuse(409, f"{type(err).__name__}: {err}")
+        encoder = EventEncoder(accept=request.headers.get("accept"))
+        return StreamingResponse(_agui_events(incoming, encoder), media_type=encoder.get_content_type())
+
+    async def _agui_events(incoming: RunAgentInput, encoder: EventEncoder) -> AsyncIterator[str]:
+        async with locks.hold(incoming.thread_id):
+            try:  # checked again: another request for the thread may have run meanwhile
+                call = await asyncio.to_thread(_plan, service, incoming)
+            except (_Refused, StateFlowError) as err:
+                yield encoder.encode(RunErrorEvent(message=str(err), code="refused"))
+                return
+            translator = AGUITranslator(incoming.thread_id, incoming.run_id)
+            try:
+                async with aclosing(astream_call(call)) as events:
+                    async for event in events:
+                        for out in translator.translate(event):
+                            yield encoder.encode(out)
+            except StateFlowError as err:  # the run could not start (e.g. another process holds the thread)
+                yield encoder.encode(RunErrorEvent(message=f"{type(err).__name__}: {err}", code="not_started"))
+
+    async def thread(request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        if not _THREAD_ID.match(thread_id):
+            return refuse(400, "malformed thread id")
+        latest = await asyncio.to_thread(service.checkpointer.latest, thread_id)
+        if latest is None:
+            return refuse(404, f"no thread {thread_id!r}")
+        body: dict[str, Any] = {
+            "thread_id": thread_id,
+            "flow": latest.flow_name,
+            "status": latest.status.value,
+            "state": latest.state,
+            "step": latest.step,
+        }
+        if latest.status is ThreadStatus.PAUSED:
+            position = load_position(latest, service.flow)
+            if position.pending is not None:
+                body["question"] = position.pending.question
+                body["interrupt_id"] = interrupt_id(thread_id, len(position.transitions))
+        return JSONResponse(body)
+
+    async def health(request: Request) -> Response:
+        return JSONResponse({"flow": service.flow.name, "states": list(service.flow.states)})
+
+    from stateflow.serve.a2a import a2a_app
+
+    routes = [
+        Route("/agui", agui, methods=["POST"]),
+        Route("/threads/{thread_id}", thread, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Mount("/a2a", app=a2a_app(service, f"{base_url.rstrip('/')}/a2a/")),
+    ]
+    return Starlette(routes=routes)

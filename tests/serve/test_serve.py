@@ -1,0 +1,262 @@
+"""`stateflow serve` end to end on the loopback: an SSE client reading the AG-UI stream, AG2's
+own A2A client calling the served flow, durable threads answered over HTTP, bad requests,
+disconnects and concurrent requests for one thread. The model is the fake OpenAI server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+
+from stateflow import LLM, Flow, Human, MemoryCheckpointer, ModelProfile, Prompt, State, Transition, run
+from stateflow.serve import FlowService, build_app
+from stateflow.testing.fake_openai import FakeOpenAIServer
+
+
+def ping(host: str) -> str:
+    """Ping a host."""
+    return f"{host} is up"
+
+
+def _flow() -> Flow:
+    ask = State("Ask", Prompt("Answer."), LLM(tools=(ping,)))
+    approve = State("Approve", Human(prompt="Publish?", defer=True, name="editor"))
+    done = State("Done", final=True)
+    return Flow("served", initial=ask, transitions=[Transition(ask, approve), Transition(approve, done)])
+
+
+def _plain_flow() -> Flow:
+    ask = State("Ask", Prompt("Talk."), LLM())
+    done = State("Done", final=True)
+    return Flow("plain", initial=ask, transitions=[Transition(ask, done)])
+
+
+def _responder(model, messages, body):
+    if messages[-1].get("content") == "Answer.":
+        return {"tool_calls": [{"name": "ping", "arguments": {"host": "db"}}]}
+    return "the db host is up"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def _served(flow: Flow, responder, **fake) -> Iterator[tuple[str, FakeOpenAIServer, MemoryCheckpointer]]:
+    with FakeOpenAIServer(responder, **fake) as srv:
+        store = MemoryCheckpointer()
+        profile = ModelProfile(name="p", model="m", base_url=srv.url, api_key_env=None)
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        app = build_app(FlowService(flow, store, models=profile), base_url=base)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        loops: list[asyncio.AbstractEventLoop] = []
+
+        def serve() -> None:
+            with asyncio.Runner() as runner:  # as uvicorn.run: leftover tasks are cancelled at the end
+                loops.append(runner.get_loop())
+                runner.run(server.serve())
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.02)
+        _LOOPS[base] = loops[0]
+        try:
+            yield base, srv, store
+        finally:
+            server.should_exit = True
+            thread.join(10)
+            del _LOOPS[base]
+
+
+_LOOPS: dict[str, asyncio.AbstractEventLoop] = {}  # the server's event loop, by base URL (test-only)
+
+
+def _server_tasks(base: str) -> int:
+    """How many asyncio tasks the server's event loop has now."""
+
+    async def count() -> int:
+        return len(asyncio.all_tasks())
+
+    return asyncio.run_coroutine_threadsafe(count(), _LOOPS[base]).result(5)
+
+
+def _input(thread: str, text: str | None = "check the db", resume: list | None = None) -> dict:
+    body = {
+        "threadId": thread,
+        "runId": f"run-{time.monotonic_ns()}",
+        "state": {},
+        "messages": [{"id": "m1", "role": "user", "content": text}] if text is not None else [],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+    if resume is not None:
+        body["resume"] = resume
+    return body
+
+
+def _sse(base: str, body: dict) -> list[dict]:
+    """POST to /agui and read the server-sent events to the end (an SSE client)."""
+    events = []
+    with httpx.stream("POST", f"{base}/agui", json=body, headers={"accept": "text/event-stream"}, timeout=30) as r:
+        assert r.status_code == 200, r.read()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[len("data: ") :]))
+    return events
+
+
+def _live_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("stateflow-run-")]
+
+
+def test_an_agui_client_watches_states_tokens_and_tools_then_answers_the_interrupt():
+    with _served(_flow(), _responder) as (base, srv, _store):
+        events = _sse(base, _input("t1"))
+        types = [e["type"] for e in events]
+        assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+        assert [e["stepName"] for e in events if e["type"] == "STEP_STARTED"] == ["Ask", "Approve"]
+        tokens = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+        assert tokens == "the db host is up"  # streamed token by token from the model
+        assert sum(t == "TEXT_MESSAGE_CONTENT" for t in types) == 5
+        start = next(e for e in events if e["type"] == "TOOL_CALL_START")
+        args = next(e for e in events if e["type"] == "TOOL_CALL_ARGS")
+        result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+        assert start["toolCallName"] == "ping" and json.loads(args["delta"]) == {"host": "db"}
+        assert result["toolCallId"] == start["toolCallId"] and result["content"] == "db is up"
+        moves = [e["value"] for e in events if e["type"] == "CUSTOM" and e["name"] == "stateflow.transition"]
+        assert [(m["source"], m["target"]) for m in moves] == [("Ask", "Approve")]
+        outcome = events[-1]["outcome"]
+        assert outcome["type"] == "interrupt"
+        pause = outcome["interrupts"][0]
+        assert pause["message"].endswith("Publish?")
+        # the thread waits in the checkpointer, visible over HTTP
+        status = httpx.get(f"{base}/threads/t1").json()
+        assert status["status"] == "paused" and status["interrupt_id"] == pause["id"]
+        # a request that does not answer the question, or answers another one, is refused
+        r = httpx.post(f"{base}/agui", json=_input("t1"))
+        assert r.status_code == 409 and pause["id"] in r.json()["error"]
+        wrong = [{"interruptId": "t1@9", "status": "resolved", "payload": "yes"}]
+        assert httpx.post(f"{base}/agui", json=_input("t1", resume=wrong)).status_code == 409
+        answer = [{"interruptId": pause["id"], "status": "resolved", "payload": "yes"}]
+        calls = len(srv.requests)
+        done = _sse(base, _input("t1", None, resume=answer))
+        assert done[-1]["type"] == "RUN_FINISHED" and done[-1]["outcome"]["type"] == "success"
+        assert done[-1]["result"]["exit_state"] == "Done" and len(srv.requests) == calls  # no model asked again
+        assert httpx.get(f"{base}/threads/t1").json()["status"] == "finished"
+        again = httpx.post(f"{base}/agui", json=_input("t1", resume=answer))
+        assert again.status_code == 409 and "finished" in again.json()["error"]
+    assert _live_threads() == []
+
+
+def test_malformed_requests_get_a_4xx_with_a_reason():
+    with _served(_plain_flow(), lambda m, msgs, b: "hi") as (base, srv, store):
+        r = httpx.post(f"{base}/agui", content=b"{not json")
+        assert r.status_code == 422 and "RunAgentInput" in r.json()["error"]
+        r = httpx.post(f"{base}/agui", json={"threadId": "x"})
+        assert r.status_code == 422 and any(d["loc"] == ["runId"] for d in r.json()["detail"])
+        r = httpx.post(f"{base}/agui", json=_input("t", text=None))
+        assert r.status_code == 400 and "no user message" in r.json()["error"]
+        r = httpx.post(f"{base}/agui", json=_input("../../etc"))
+        assert r.status_code == 400 and "thread_id" in r.json()["error"]
+        r = httpx.post(f"{base}/agui", content=b"x" * (2 << 20))
+        assert r.status_code == 413
+        resume = [{"interruptId": "nope@0", "status": "resolved", "payload": "y"}]
+        assert httpx.post(f"{base}/agui", json=_input("nope", resume=resume)).status_code == 404
+        assert httpx.get(f"{base}/threads/missing").status_code == 404
+        assert srv.requests == []  # nothing reached the model
+        assert store.threads() == []  # nothing was recorded
+        other = Flow(
+            "other", initial=(s := State("S", Prompt("x"), LLM())), transitions=[Transition(s, State("E", final=True))]
+        )
+        profile = ModelProfile(name="p", model="m", base_url=srv.url, api_key_env=None)
+        run(other, "t", models=profile, checkpointer=store, thread_id="foreign")
+        r = httpx.post(f"{base}/agui", json=_input("foreign"))
+        assert r.status_code == 409 and "another flow" in r.json()["error"]
+
+
+def test_a_client_that_disconnects_cancels_its_run_and_nothing_leaks():
+    words = " ".join(f"w{i}" for i in range(300))
+    with _served(_plain_flow(), lambda m, msgs, b: words, chunk_delay_s=0.01) as (base, srv, store):
+        idle_tasks = _server_tasks(base)
+        with httpx.stream("POST", f"{base}/agui", json=_input("gone"), timeout=30) as r:
+            for line in r.iter_lines():
+                if '"TEXT_MESSAGE_CONTENT"' in line:
+                    break  # leave after the first token: the connection closes
+        deadline = time.monotonic() + 10
+        while (srv.active or _live_threads()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _live_threads() == []  # the run's thread ended
+        while _server_tasks(base) > idle_tasks and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _server_tasks(base) == idle_tasks  # no task of the request is left on the server's loop
+        assert srv.active == 0 and srv.aborted == 1  # its model stream was closed, not read to the end
+        info = store.latest("gone")
+        assert info is not None and info.status.value == "failed"  # resumable from its checkpoint
+        assert "RunCancelled" in json.dumps(info.payload)
+
+
+def test_concurrent_requests_for_one_thread_are_served_one_at_a_time():
+    active = []
+    overlap = []
+    lock = threading.Lock()
+
+    def responder(model, messages, body):
+        with lock:
+            active.append(1)
+            if len(active) > 1:
+                overlap.append(True)
+        time.sleep(0.3)
+        with lock:
+            active.pop()
+        return "done"
+
+    with _served(_plain_flow(), responder) as (base, srv, _store):
+
+        async def both() -> list[list[dict]]:
+            async with httpx.AsyncClient(timeout=30) as client:
+
+                async def one() -> list[dict]:
+                    out = []
+                    async with client.stream("POST", f"{base}/agui", json=_input("same")) as r:
+                        if r.status_code != 200:
+                            return [{"type": "HTTP", "status": r.status_code}]
+                        async for line in r.aiter_lines():
+                            if line.startswith("data: "):
+                                out.append(json.loads(line[6:]))
+                    return out
+
+                return await asyncio.gather(one(), one())
+
+        a, b = asyncio.run(both())
+    finished = [s for s in (a, b) if s and s[-1]["type"] == "RUN_FINISHED"]
+    refused = [s for s in (a, b) if s and s[-1]["type"] in ("RUN_ERROR", "HTTP")]
+    assert len(finished) == 1 and len(refused) == 1  # the second saw the finished thread
+    assert not overlap and len(srv.requests) == 1
+
+
+def test_ag2_a2a_client_calls_the_served_flow():
+    from autogen.a2a import A2aRemoteAgent
+
+    with _served(_plain_flow(), lambda m, msgs, b: "forty-two") as (base, srv, store):
+        card = httpx.get(f"{base}/a2a/.well-known/agent-card.json").json()
+        assert card["name"] == "plain" and card["url"].endswith("/a2a/")
+        remote = A2aRemoteAgent(url=f"{base}/a2a", name="remote")
+        ok, reply = asyncio.run(remote.a_generate_remote_reply(messages=[{"role": "user", "content": "the answer?"}]))
+        assert ok and reply is not None and reply["content"] == "forty-two"
+        assert srv.requests[-1]["messages"][-1]["content"] == "Talk."
+        assert any(m.get("content") == "the answer?" for m in srv.requests[-1]["messages"])
+        assert [t.status.value for t in store.threads()] == ["finished"]
+    assert _live_threads() == []
