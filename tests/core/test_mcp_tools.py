@@ -150,3 +150,53 @@ def test_mcp_tools_validate_their_arguments_and_enter_the_fingerprint(server_fil
     assert flow_fingerprint(a) == flow_fingerprint(b)
     assert flow_fingerprint(_flow(_calc(server_file, call_timeout_s=5))) != flow_fingerprint(a)
     assert json.dumps(_calc(server_file, env={"TOKEN": "secret"}).identity()).count("secret") == 0
+
+
+HTTP_SERVER = '''
+import sys
+from mcp.server.fastmcp import FastMCP
+
+mcp = FastMCP("calc-http", host="127.0.0.1", port=int(sys.argv[1]))
+
+
+@mcp.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+if __name__ == "__main__":
+    mcp.run(transport="streamable-http")
+'''
+
+
+def test_a_running_server_over_streamable_http_is_reached_by_url(tmp_path):
+    import socket
+    import subprocess
+
+    with socket.socket() as s:  # a free port on the loopback
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "calc_http.py"
+    script.write_text(HTTP_SERVER)
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # wait until it listens (a loaded machine starts Python slowly)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "server exited"
+                assert time.monotonic() < deadline, "the MCP HTTP server did not start listening"
+                time.sleep(0.2)
+        tools = MCPTools(url=f"http://127.0.0.1:{port}/mcp", name="calc")
+        with FakeOpenAIServer(_calls_then_answers("add", {"a": 20, "b": 22})) as srv:
+            r = run(_flow(tools), "T", models=_profile(srv.url), telemetry=False)
+            offered = {t["function"]["name"]: t["function"] for t in srv.requests[0]["tools"]}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert offered["add"]["parameters"]["required"] == ["a", "b"]
+    assert [(m.name, m.content) for m in r.history.of_kind(Kind.TOOL)] == [("add", "42")]
+    assert r.history.last().content.endswith("RESULT: 42")

@@ -207,3 +207,28 @@ def test_a_run_resumes_in_the_middle_of_a_subflow(tmp_path):
     assert done.path == ["Plan", "Work", "Work.Draft", "Work.Check", "Work.Draft", "Work.Check", "Work.Ok", "End"]
     assert len(calls) == 3  # the resumed run re-ran the failed Work.Check only: no model call twice
     assert [s.state for s in done.steps].count("Work.Check") == 2
+
+
+def test_streamed_events_name_a_subflows_inner_states_as_the_trace_does():
+    from stateflow import ModelProfile
+    from stateflow.events import StateEntered, StepRecorded, TokenDelta, ToolReturned, TransitionTaken
+    from stateflow.live import stream
+    from stateflow.testing.fake_openai import FakeOpenAIServer
+
+    # a real HTTP model (the fake server streams server-sent events), so token deltas come too
+    with FakeOpenAIServer(lambda model, messages, body: "a short draft") as srv:
+        profile = ModelProfile(name="p", model="m", base_url=srv.url, api_key_env=None)
+        events = list(stream(_outer(_review()), "T", models=profile))
+    result = events[-1].result
+    entered = [e.state for e in events if isinstance(e, StateEntered)]
+    assert entered == result.path  # Plan, Work, Work.Draft, Work.Check, ..., Work.Ok, End
+    assert "Work.Draft" in entered and "Work.Check" in entered
+    moves = [(e.record.source, e.record.target) for e in events if isinstance(e, TransitionTaken)]
+    assert moves == [(t.source, t.target) for t in result.transitions]
+    assert ("Work", "Work.Draft") in moves and ("Work.Ok", "End") in moves
+    # every step event carries its inner state, and the tokens of the inner LLM are attributed to it
+    stepped = [e.step for e in events if isinstance(e, StepRecorded | ToolReturned)]
+    assert [(s.state, s.output) for s in stepped] == [(s.state, s.output) for s in result.steps]
+    assert ("Work.Check", "tool[check]") in [(s.state, s.output) for s in stepped]
+    token_states = {e.state for e in events if isinstance(e, TokenDelta)}
+    assert token_states == {"Plan", "Work.Draft"}
