@@ -113,7 +113,8 @@ def stream(flow: Flow, task: str, **kwargs: Any) -> Iterator[Event]:
     ``RunFinished`` whose result has ``status == "failed"`` (nothing is raised after it).
 
     Args:
-        flow, task: as for :func:`~stateflow.runtime.run`.
+        flow: the flow to run, as for :func:`~stateflow.runtime.run`.
+        task: the task, as for :func:`~stateflow.runtime.run`.
         **kwargs: any other argument of :func:`~stateflow.runtime.run` (``raise_errors`` is
             False here; ``on_event`` is the stream's own).
     """
