@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rich.table import Table
 from stateflow.tasks.harness.whatif import WhatIfResult
+from stateflow.tasks.kit.stats import wilson_interval
 from stateflow.tasks.reports.paired import PairedComparison, compare
 
 __all__ = ["whatif_comparison", "whatif_tables"]
@@ -17,6 +18,14 @@ __all__ = ["whatif_comparison", "whatif_tables"]
 
 def _change(result: WhatIfResult) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(result.plan.change.items()))
+
+
+def _rate(solved: int, n: int) -> str:
+    """``7 (30.4 %, 15.6-50.9)``: tasks solved, the rate and its 95 % Wilson interval."""
+    if n == 0:
+        return "0"
+    ci = wilson_interval(solved, n)
+    return f"{solved} ({100.0 * solved / n:.1f} %, {ci.text()})"
 
 
 def whatif_comparison(result: WhatIfResult) -> PairedComparison:
@@ -58,8 +67,8 @@ def whatif_tables(result: WhatIfResult) -> tuple[Table, Table]:
         summary.add_column(name, justify="right")
     summary.add_row(
         str(len(pair.tasks)),
-        f"{pair.baseline_solved} ({pair.success('baseline'):.1f} %)",
-        f"{pair.candidate_solved} ({pair.success('candidate'):.1f} %)",
+        _rate(pair.baseline_solved, len(pair.tasks)),
+        _rate(pair.candidate_solved, len(pair.tasks)),
         str(pair.won),
         str(pair.lost),
         f"{pair.p_value:.3f}",
