@@ -39,6 +39,12 @@ class StateAgent(ConversableAgent):
             # model's own default system prompt (e.g. Qwen's chat template), so send none.
             self._oai_system_message = []
 
+    @property
+    def system_message(self) -> str:
+        """The system message; ``""`` when none is sent (AutoGen's own property indexes the empty
+        list and raises, e.g. when a model call's request is hashed for the call log)."""
+        return self._oai_system_message[0]["content"] if self._oai_system_message else ""
+
     def _generate_oai_reply_from_client(self, llm_client, messages, cache, **kwargs: Any):  # type: ignore[override]
         if self.system_last and self._oai_system_message:
             # AutoGen put the system message first; move it after the conversation so that

@@ -211,5 +211,6 @@ def test_report_metric_values_match_hand_computation(tmp_path):
         "200",
         "30",
         "0",
+        "1.00",  # eval/sent: no cached tokens recorded, so every prompt token was evaluated
     ]
     assert (out / "report.html").read_text().count('class="group"') == 3

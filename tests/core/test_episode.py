@@ -121,3 +121,11 @@ _LOGGING_PROBE = textwrap.dedent(
 def test_importing_stateflow_changes_no_logging_config_and_a_run_adds_one_filter():
     proc = subprocess.run([sys.executable, "-c", _LOGGING_PROBE], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
+
+
+def test_a_state_agent_without_a_system_message_reports_an_empty_one():
+    # AutoGen's property indexes the (empty) list; the call log hashes it for every model call
+    from stateflow.state_agent import StateAgent
+
+    assert StateAgent("a", "").system_message == ""
+    assert StateAgent("b", "Be brief.").system_message == "Be brief."
