@@ -16,7 +16,7 @@ from stateflow.tasks.kit.episode_record import SCHEMA_VERSION, EpisodeRecord, In
 
 __all__ = ["TRACE_FIELDS", "Problem", "ProblemKind", "Stamp", "parse_line"]
 
-TRACE_FIELDS = ("history", "transitions", "eval", "bash_comparison")
+TRACE_FIELDS = ("history", "transitions", "calls", "eval", "bash_comparison")
 """Fields a list never shows; read from disk only for an episode's own page."""
 ProblemKind = Literal["corrupt", "newer-schema", "invalid"]
 
@@ -96,7 +96,7 @@ def _validated_cut(line: bytes) -> tuple[EpisodeRecord, bool] | None:
         record = EpisodeRecord.model_validate_json(line[:start] + line[end:])
     except ValueError:  # pydantic's ValidationError, or bytes that are not JSON
         return None
-    if record.history or record.transitions or record.eval or record.bash_comparison is not None:
+    if record.history or record.transitions or record.calls or record.eval or record.bash_comparison is not None:
         return None  # a trace field outside the cut stretch: the careful way decides
     return record, b'"vote": {' in trace
 
