@@ -222,7 +222,7 @@ class Episode:
             view=self.view.name,
             state=self.ctx.state,
             cursor=self._cursor,
-            history=History(list(self.history)),
+            history=History(self.history),  # History copies the list (the messages are frozen)
             steps=list(self.steps),
             transitions=list(self.transitions),
             vars=dict(self.ctx.vars),
