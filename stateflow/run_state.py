@@ -76,7 +76,7 @@ def _message_to(m: Message) -> dict[str, Any]:
         "kind": m.kind.value,
         "content": m.content,
         "usage": _usage_to(m.usage),
-        "meta": _plain(dict(m.meta)),
+        "meta": _plain(dict(m.meta)) if m.meta else {},
     }
 
 
@@ -121,7 +121,14 @@ def _step_from(d: Mapping[str, Any]) -> Step:
 
 def _plain(value: Any) -> Any:
     """``value`` with tuples as lists and anything else non-JSON as its ``str`` (as traces show it)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    kind = type(value)  # exact types first: the ABC checks below cost more than the conversion
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): _plain(v) for k, v in value.items()}
+    if kind is list:
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
@@ -150,9 +157,13 @@ def _record_to(record: object, *, checked: bool = True) -> dict[str, Any]:
         return {"type": where, "fields": record.model_dump(mode="json")}
     if not dataclasses.is_dataclass(record):
         raise ConfigError(f"blackboard record {where} is not a dataclass, so a checkpoint cannot save it")
-    fields = dataclasses.asdict(record)
     if not checked:
-        return {"type": where, "fields": fields}
+        # asdict deep-copies every value; a record of plain values (the usual one) needs no copy
+        flat = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+        if all(type(v) in _ATOMS for v in flat.values()):
+            return {"type": where, "fields": flat}
+        return {"type": where, "fields": dataclasses.asdict(record)}
+    fields = dataclasses.asdict(record)
     try:
         json.dumps(fields, allow_nan=False)
     except (TypeError, ValueError) as err:
@@ -256,7 +267,7 @@ class PayloadEncoder:
         settings = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         self._dump = settings.encode
         self._dump_tree = _tree_dumper(settings)
-        self._keys: dict[str, str] = {}
+        self._orders: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}  # keys -> sorted (key, "name":)
         self._history = _EncodedList()
         self._steps = _EncodedList()
         self._transitions = _EncodedList()
@@ -317,24 +328,26 @@ class PayloadEncoder:
         }
         given, self._given = self._given, {}
         texts = self._texts
+        models = self._model_value()
+        keys = tuple(payload)
+        order = self._orders.get(keys)
+        if order is None:  # the keys' order and encoded names, once per set of keys
+            order = self._orders[keys] = tuple((key, self._dump(key) + ":") for key in sorted(keys))
         parts = []
-        for key in sorted(payload):
+        for key, name in order:
             value = payload[key]
+            known = texts.get(key)
+            if known is not None and known[0] is value and (type(value) in _ATOMS or value is models):
+                parts.append(name + known[1])
+                continue
             cached = lists.get(id(value))
             if cached is not None and cached.last is value:
                 text = cached.text(self._step_text if cached is self._steps else self._item_text)
             else:
-                known = texts.get(key)
-                if known is not None and known[0] is value and (type(value) in _ATOMS or value is self._model_value()):
-                    text = known[1]
-                else:
-                    pre = given.get(id(value))
-                    text = pre[1] if pre is not None and pre[0] is value else self._dump(value)
-                    texts[key] = (value, text)
-            name = self._keys.get(key)
-            if name is None:
-                name = self._keys[key] = self._dump(key)
-            parts.append(f"{name}:{text}")
+                pre = given.get(id(value))
+                text = pre[1] if pre is not None and pre[0] is value else self._dump(value)
+                texts[key] = (value, text)
+            parts.append(name + text)
         return "{" + ",".join(parts) + "}"
 
     def _model_value(self) -> Any:
