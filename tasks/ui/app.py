@@ -21,6 +21,7 @@ import jinja2
 from stateflow.tasks.harness.flow_cards import FlowCard, load_cards
 from stateflow.tasks.ui.graph import GraphCache
 from stateflow.tasks.ui.index import IndexedEpisode, RunIndex
+from stateflow.tasks.ui.live import LiveFeed
 from stateflow.tasks.ui.overview import Cell, paired, state_bars, success_plot
 from stateflow.tasks.ui.steps import align, steps_of, submission_of, taken_edges
 from stateflow.tasks.ui.task_query import QueryError, TaskQuery, choices_of, run_query
@@ -102,10 +103,11 @@ class UiApp:
                 "/episode": self.episode,
                 "/side": self.side_by_side,
                 "/api/stamp": self.stamp,
+                "/live": self.live,
             }
             page = pages.get(path)
             if page is None:
-                return self._error(404, f"no page {path!r}: the pages are /, /tasks, /episode, /side")
+                return self._error(404, f"no page {path!r}: the pages are /, /tasks, /episode, /side, /live")
             return page(params)
         except QueryError as err:
             return self._error(400, str(err))
@@ -165,7 +167,17 @@ class UiApp:
     def stamp(self, _params: Mapping[str, str]) -> Response:
         return Response(200, json.dumps({"stamp": self._stamp_text()}).encode(), "application/json")
 
+    def live_feed(self) -> LiveFeed:
+        """A follower of the side files of every source that is a directory (``/api/live``)."""
+        roots = [(s.number, s.root) for s in self.index.sources if not s.given_file]
+        return LiveFeed(roots, poll_s=min(self.live_poll_s, 0.1))
+
     # -- pages ---------------------------------------------------------------------------------------
+    def live(self, _params: Mapping[str, str]) -> Response:
+        """The episodes in flight (filled by the page's script from ``/api/live``)."""
+        folders = [s.root for s in self.index.sources if not s.given_file]
+        return self._page("live.html", folders=folders)
+
     def _cells(self) -> list[Cell]:
         return self.index.cells()
 

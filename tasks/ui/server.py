@@ -78,6 +78,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(self._plain(421, f"this server answers only to {allowed}"), head=head)
             return
         parts = urlsplit(self.path)
+        if parts.path == "/api/live" and not head:
+            self._stream()
+            return
         params = dict(parse_qsl(parts.query, keep_blank_values=True, max_num_fields=64))
         try:
             resp = self.server.app.handle(parts.path, params)
@@ -87,6 +90,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.report_error()
             resp = self._plain(500, "internal error (see the terminal running `stateflow ui`)")
         self._send(resp, head=head)
+
+    def _stream(self) -> None:
+        """``/api/live``: the live feed as server-sent events, until the page goes away or the
+        server stops (its own thread: the other pages are served meanwhile)."""
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Connection", "close")
+        for k, v in _SECURITY_HEADERS.items():
+            self.send_header(k, v)
+        self.end_headers()
+        try:
+            for chunk in self.server.app.live_feed().events(self.server.stopping):
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the page was closed
 
     def do_GET(self) -> None:
         self._answer(head=False)
@@ -109,6 +130,7 @@ class UiServer(ThreadingHTTPServer):
         super().__init__((host, port), _Handler)
         self.app = app
         self.verbose = verbose
+        self.stopping = threading.Event()  # ends the live feeds' streams
         bound = self.server_address[1]
         names = {host, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {host}
         self.allowed_hosts = {f"{n}:{bound}".lower() for n in names}
@@ -117,6 +139,14 @@ class UiServer(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/"
+
+    def shutdown(self) -> None:
+        self.stopping.set()
+        super().shutdown()
+
+    def server_close(self) -> None:
+        self.stopping.set()
+        super().server_close()
 
     def report_error(self) -> None:
         """Print the exception being handled (a page failed) where the user started the server."""
