@@ -9,8 +9,10 @@ the values the index holds; files are served only from inside the directories th
 
 from __future__ import annotations
 
+import hmac
 import json
 import mimetypes
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +25,9 @@ from stateflow.tasks.ui.graph import GraphCache
 from stateflow.tasks.ui.index import IndexedEpisode, RunIndex
 from stateflow.tasks.ui.live import LiveFeed
 from stateflow.tasks.ui.overview import Cell, paired, state_bars, success_plot
-from stateflow.tasks.ui.steps import align, steps_of, submission_of, taken_edges
+from stateflow.tasks.ui.steps import Step, align, steps_of, submission_of, taken_edges
 from stateflow.tasks.ui.task_query import QueryError, TaskQuery, choices_of, run_query
+from stateflow.tasks.ui.whatif_jobs import BusyError, WhatIfJob, WhatIfJobs
 
 from stateflow.errors import ConfigError
 
@@ -77,12 +80,67 @@ def asset(name: str) -> str:
 class UiApp:
     """The pages over a :class:`RunIndex` (see the module docstring)."""
 
-    def __init__(self, index: RunIndex, *, live_poll_s: float = 2.0, template_cache: Path | None = None):
-        """Serve ``index``; ``template_cache`` keeps compiled templates between starts (see :func:`renderer`)."""
+    def __init__(
+        self,
+        index: RunIndex,
+        *,
+        live_poll_s: float = 2.0,
+        template_cache: Path | None = None,
+        whatif: WhatIfJobs | None = None,
+    ):
+        """Serve ``index``; ``template_cache`` keeps compiled templates between starts (see
+        :func:`renderer`); ``whatif`` lets episode pages start replays (``None``: they cannot)."""
         self.index = index
         self.graphs = GraphCache()
         self.env = renderer(template_cache)
         self.live_poll_s = live_poll_s
+        self.whatif = whatif
+        # Every form that changes something carries this; a page elsewhere cannot read it (the
+        # same-origin policy), so it cannot post on the user's behalf (CSRF).
+        self.token = secrets.token_urlsafe(24)
+
+    # -- changes (POST) ----------------------------------------------------------------------------
+    def post(self, path: str, params: Mapping[str, str]) -> Response:
+        """Answer a POST of ``path`` with the form ``params`` (only ``/whatif``)."""
+        if path != "/whatif":
+            return self._error(404, f"no form posts to {path!r}")
+        if not hmac.compare_digest(params.get("token", ""), self.token):
+            return self._error(403, "the form's token is missing or stale: reload the episode page and try again")
+        if self.whatif is None:
+            return self._error(404, "replays are off in this server")
+        try:
+            self.index.refresh()
+            ep = self._episode_param(params)
+            source = self.index.sources[ep.ref.source]
+            if source.given_file:
+                raise QueryError(
+                    f"source {ep.ref.source} is the file {source.path.name}; replays need a results directory "
+                    "given to `stateflow ui` (they write next to its records)"
+                )
+            record = self.index.load(ep)
+            at, profile = params.get("at", ""), params.get("profile", "")
+            if at not in record.path:
+                raise QueryError(f"at={at!r} is not a state of this episode's path ({' > '.join(record.path)})")
+            if profile not in self.whatif.profile_names():
+                known = ", ".join(self.whatif.profile_names()) or "none (start `stateflow ui` with --config)"
+                raise QueryError(f"profile={profile!r} is not a known model profile; known: {known}")
+            job = self.whatif.start(ep.ref.source, source.root, record, at, profile)
+        except QueryError as err:
+            return self._error(400, str(err))
+        except BusyError as err:
+            return self._error(429, str(err))
+        except ConfigError as err:
+            return self._error(409, str(err))
+        where = urlencode({"src": ep.ref.source, "id": record.identity_digest or "", "task": record.task})
+        return Response(303, b"", headers={"Location": f"/episode?{where}&job={job.id}#whatif"})
+
+    def whatif_status(self, params: Mapping[str, str]) -> Response:
+        """``/api/whatif?job=N``: a replay's status as JSON (the episode page polls it)."""
+        raw = params.get("job", "")
+        job = self.whatif.get(int(raw)) if self.whatif is not None and raw.isdigit() and len(raw) < 9 else None
+        if job is None:
+            raise QueryError(f"no replay job={raw!r}")
+        return Response(200, json.dumps(job.to_dict()).encode(), "application/json")
 
     # -- dispatch ----------------------------------------------------------------------------------
     def handle(self, path: str, params: Mapping[str, str]) -> Response:
@@ -104,6 +162,7 @@ class UiApp:
                 "/side": self.side_by_side,
                 "/api/stamp": self.stamp,
                 "/live": self.live,
+                "/api/whatif": self.whatif_status,
             }
             page = pages.get(path)
             if page is None:
@@ -244,8 +303,16 @@ class UiApp:
     def episode(self, params: Mapping[str, str]) -> Response:
         ep = self._episode_param(params)
         record = self.index.load(ep)
+        jobs = self.whatif.of_episode(ep.ref.source, record.identity_digest or "", record.task) if self.whatif else []
+        replays = [(j, _fork_steps(j)) for j in jobs]
+        can_replay = self.whatif is not None and not self.index.sources[ep.ref.source].given_file and bool(record.calls)
         return self._page(
             "episode.html",
+            replays=replays,
+            can_replay=can_replay,
+            replay_states=[s for s in dict.fromkeys(record.path) if any(c.get("state") == s for c in record.calls)],
+            profiles=self.whatif.profile_names() if self.whatif else [],
+            token=self.token,
             ep=ep,
             r=record,
             graph=self.graphs.for_episode(record, self._cards(ep.ref.source)),
@@ -268,3 +335,12 @@ class UiApp:
             sub_a=submission_of(ra),
             sub_b=submission_of(rb),
         )
+
+
+def _fork_steps(job: WhatIfJob) -> list[Step]:
+    """A finished replay's steps from its fork point on (the steps before it are the recording's)."""
+    if job.outcome is None:
+        return []
+    steps = steps_of(job.outcome.after.history)
+    first = next((i for i, s in enumerate(steps) if s.state == job.at), len(steps))
+    return steps[first:]

@@ -182,6 +182,19 @@ function setupLiveEpisodes() {
   };
 }
 
+function setupReplays() {
+  // a replay running on the server: poll its status, reload the page (with its result) when it ends
+  document.querySelectorAll('.replay[data-status="running"]').forEach((box) => {
+    const timer = setInterval(async () => {
+      try {
+        const r = await fetch("/api/whatif?job=" + encodeURIComponent(box.dataset.job), { cache: "no-store" });
+        const { status } = await r.json();
+        if (status !== "running") { clearInterval(timer); location.reload(); }
+      } catch (err) { clearInterval(timer); }
+    }, 500);
+  });
+}
+
 function setupReport() {
   // the one-file report: a click on an episode shows its detail and its path on its group's graph
   document.querySelectorAll("section.group").forEach((group) => {
@@ -204,4 +217,5 @@ setupReport();
 setupPlot();
 setupLive();
 setupLiveEpisodes();
+setupReplays();
 document.body.dataset.ready = "yes";
