@@ -4,14 +4,17 @@ server-sent events (:mod:`stateflow.tasks.harness.live_file` writes them).
 Every side file under ``<source>/live/`` is read from its start (a page opened mid-episode still
 sees the episode's first state) and then followed: each complete new line is sent as one event
 ``{"src": N, "file": NAME, "line": {...}}``; when a file goes away (its record is saved) a
-``{"src": N, "file": NAME, "gone": true}`` follows. A line torn by a writer still writing it waits
-for its newline; a line that is not JSON is skipped (the file is the runner's, but the reader
-trusts nothing). Reading is bounded: at most :data:`READ_LIMIT` bytes per file and pass.
+``{"src": N, "file": NAME, "gone": true}`` follows. Files left by a run that was killed (the
+process named in the directory's run lock is gone) are announced once with ``"stale": true``:
+they will never be recorded, until the next run into that directory sweeps them. A line torn
+by a writer still writing it waits for its newline; a line that is not JSON is skipped (the file
+is the runner's, but the reader trusts nothing). Reading is bounded: at most :data:`READ_LIMIT` bytes per file and pass.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from stateflow.tasks.harness.live_file import LIVE_DIR
+from stateflow.tasks.harness.run_lock import LOCK_NAME
 
 __all__ = ["READ_LIMIT", "LiveFeed", "sse"]
 
@@ -36,6 +40,26 @@ def sse(data: dict[str, Any]) -> bytes:
 class _Tail:
     offset: int = 0
     pending: bytes = b""
+    stale: bool = False
+
+
+def _writer_alive(root: Path) -> bool:
+    """Whether the process named in ``root``'s run lock (:mod:`stateflow.tasks.harness.run_lock`)
+    still runs. The lock file is only read: taking the lock, even shared, could make a run that
+    starts at that moment fail."""
+    try:
+        pid = int((root / LOCK_NAME).read_text(encoding="ascii", errors="replace").strip() or "0")
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 @dataclass
@@ -64,11 +88,15 @@ class LiveFeed:
                 files = sorted(folder.glob("*.jsonl"))[:_MAX_FILES]
             except OSError:
                 files = []
+            alive = _writer_alive(root) if files else True
             for path in files:
                 key = (src, path.stem)
                 seen.add(key)
                 tail = self._tails.setdefault(key, _Tail())
                 out.extend({"src": src, "file": path.stem, "line": line} for line in self._read(path, tail))
+                if not alive and not tail.stale:
+                    tail.stale = True
+                    out.append({"src": src, "file": path.stem, "stale": True})
         for key in [k for k in self._tails if k not in seen]:
             del self._tails[key]
             out.append({"src": key[0], "file": key[1], "gone": True})

@@ -160,6 +160,12 @@ function setupLiveEpisodes() {
       p.now.replaceChildren(el("span", "", "recorded: see the "), Object.assign(el("a", "", "tasks page"), { href: "/tasks" }));
       return;
     }
+    if (ev.stale) {
+      p.root.classList.add("done");
+      p.root.dataset.stale = "yes";
+      p.now.textContent = "stopped: the run that wrote this is gone (killed?); the episode was not recorded";
+      return;
+    }
     const line = ev.line;
     if (line.type === "episode") {
       p.head.textContent = line.method + " · task " + line.task + " · " + line.models;

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 
 from stateflow.tasks.harness.live_file import MAX_BYTES, LiveEpisode, LiveFile, clear_live, live_path
+from stateflow.tasks.harness.run_lock import LOCK_NAME
 from stateflow.tasks.ui.app import UiApp
 from stateflow.tasks.ui.index import RunIndex
 from stateflow.tasks.ui.live import LiveFeed
@@ -16,7 +18,13 @@ from stateflow.trace import TransitionRecord
 EPISODE = LiveEpisode("stateflow", 3, "how many?", "default=local", 0.0)
 
 
+def _held(tmp_path):
+    """The directory's run lock names this (live) process, as while a run writes there."""
+    (tmp_path / LOCK_NAME).write_text(str(os.getpid()))
+
+
 def test_side_file_lines_and_the_feed_follow_them(tmp_path) -> None:
+    _held(tmp_path)
     path = live_path(tmp_path, "abcdef" * 5, 3)
     side = LiveFile(path, EPISODE)
     feed = LiveFeed([(0, tmp_path)])
@@ -36,6 +44,7 @@ def test_side_file_lines_and_the_feed_follow_them(tmp_path) -> None:
 
 
 def test_a_torn_line_waits_for_its_newline_and_junk_is_skipped(tmp_path) -> None:
+    _held(tmp_path)
     folder = tmp_path / "live"
     folder.mkdir()
     f = folder / "x-1.jsonl"
@@ -45,6 +54,21 @@ def test_a_torn_line_waits_for_its_newline_and_junk_is_skipped(tmp_path) -> None
     with f.open("ab") as out:
         out.write(b'te": "Solve"}\n')
     assert [e["line"] for e in feed.poll()] == [{"type": "state", "state": "Solve"}]
+
+
+def test_files_of_a_killed_run_are_announced_stale_once(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / LOCK_NAME).write_text(gone.stdout.strip())  # a pid that no longer runs
+    LiveFile(live_path(tmp_path, "c" * 16, 4), EPISODE)(StateEntered("Solve", 1))
+    feed = LiveFeed([(0, tmp_path)])
+    first = feed.poll()
+    assert [e.get("stale") or e["line"]["type"] for e in first] == ["episode", "state", True]
+    assert feed.poll() == []  # said once
+    _held(tmp_path)  # a live writer: nothing is stale
+    assert all("stale" not in e for e in LiveFeed([(0, tmp_path)]).poll())
 
 
 def test_the_side_file_is_bounded(tmp_path) -> None:
