@@ -34,6 +34,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ConstraintWarning", "LLMBackends"]
 
+# Serializes the collections that close cancelled streams (see ``_streamed``). CPython's
+# ``gc.collect()`` returns at once, collecting nothing, while another thread's collection runs;
+# two streams cancelled together (parallel branches, many served runs leaving at once) would
+# then leave one stream open until some later collection. One collector per process, so one lock.
+_COLLECTING = threading.Lock()
+
 
 class ConstraintWarning(UserWarning):
     """A decoding constraint cannot be sent to a provider; it is monitor-only there."""
@@ -267,7 +273,8 @@ class LLMBackends:
                 # when it is finalized, but it sits in a reference cycle with its own generators,
                 # which only the cycle collector frees: collect now, so the connection closes and
                 # the server stops generating (measured: otherwise it streamed to the end).
-                gc.collect()
+                with _COLLECTING:
+                    gc.collect()
                 raise
 
 
