@@ -305,7 +305,12 @@ class UiApp:
         record = self.index.load(ep)
         jobs = self.whatif.of_episode(ep.ref.source, record.identity_digest or "", record.task) if self.whatif else []
         replays = [(j, _fork_steps(j)) for j in jobs]
-        can_replay = self.whatif is not None and not self.index.sources[ep.ref.source].given_file and bool(record.calls)
+        can_replay = (
+            self.whatif is not None
+            and not self.index.sources[ep.ref.source].given_file
+            and bool(record.calls)
+            and (record.identity or {}).get("policy") != "oracle"  # a gold replay has no model to swap
+        )
         return self._page(
             "episode.html",
             replays=replays,

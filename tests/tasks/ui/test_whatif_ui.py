@@ -145,3 +145,15 @@ def test_bad_replay_requests_are_refused(recorded, tmp_path) -> None:
     assert jobs.of_episode(0, r.identity_digest or "", 1) == []  # nothing was started
     replays = out / "whatif-Solve-Solve-b" / "results.jsonl"
     assert not replays.exists() or all(x.task != 1 for x in ResultsFile(replays).load().records)
+
+
+def test_an_oracle_episode_offers_no_replay_and_a_forged_post_is_refused(oracle_run, recorded) -> None:
+    _, _, jobs = recorded
+    app = UiApp(RunIndex([oracle_run]), whatif=jobs)
+    ep = next(iter(app.index.episodes()))
+    params = {"src": "0", "id": ep.key[0], "task": str(ep.record.task)}
+    page = app.handle("/episode", params).body.decode()
+    assert 'id="whatif-form"' not in page  # a gold replay has no model to swap
+    at = next(s for s in ep.record.path if s not in ("Init", "End"))
+    resp = app.post("/whatif", {**params, "token": app.token, "at": at, "profile": "b"})
+    assert resp.status == 409 and "oracle" in resp.body.decode()
