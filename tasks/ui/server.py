@@ -37,6 +37,7 @@ _SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
 }
 _MAX_TARGET = 4096  # characters of a request target; the pages' URLs are far shorter
+_MAX_STREAMS = 16  # live pages open at once (each holds a thread polling the side files)
 _MAX_FORM = 4096  # bytes of a posted form; the what-if form is about 150
 
 
@@ -98,6 +99,15 @@ class _Handler(BaseHTTPRequestHandler):
         """``/api/live``: the live feed as server-sent events, until the page goes away or the
         server stops (its own thread: the other pages are served meanwhile)."""
         self.close_connection = True
+        if not self.server.streams.acquire(blocking=False):
+            self._send(self._plain(503, f"{_MAX_STREAMS} live pages are open already: close one"))
+            return
+        try:
+            self._stream_events()
+        finally:
+            self.server.streams.release()
+
+    def _stream_events(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-store")
@@ -172,6 +182,7 @@ class UiServer(ThreadingHTTPServer):
         self.app = app
         self.verbose = verbose
         self.stopping = threading.Event()  # ends the live feeds' streams
+        self.streams = threading.BoundedSemaphore(_MAX_STREAMS)
         bound = self.server_address[1]
         names = {host, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {host}
         self.allowed_hosts = {f"{n}:{bound}".lower() for n in names}

@@ -111,6 +111,15 @@ def test_the_live_stream_over_http(tmp_path) -> None:
                 got.append(json.loads(line[6:]))
         assert [g["line"]["type"] for g in got] == ["episode", "state"]
         assert got[1]["line"]["state"] == "Observe"
+        import threading
+
+        server.streams = threading.BoundedSemaphore(1)  # the one stream is open: a second is refused
+        server.streams.acquire()
+        other = http.client.HTTPConnection(host, port, timeout=10)
+        other.request("GET", "/api/live")
+        refused = other.getresponse()
+        assert refused.status == 503 and b"live pages are open" in refused.read()
+        other.close()
         page = app.handle("/live", {})
         assert page.status == 200 and b'id="live-episodes"' in page.body
         conn.close()
