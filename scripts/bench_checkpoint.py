@@ -25,12 +25,16 @@ checked against.
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
 
+SQL episode sizes: the bytes of each checkpoint of a real 10-transition episode of the paper's
+SF_Agent SQL flow on the InterCode SQL environment's demo database (MariaDB; ``--no-sql`` skips it).
+
 Usage: .venv/bin/python scripts/bench_checkpoint.py [--threads 20] [--steps 10 50]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import tempfile
@@ -151,6 +155,9 @@ def main() -> None:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--episodes", type=int, default=15, help="episodes per backend for the ratio (0: skip)")
     parser.add_argument(
+        "--no-sql", action="store_true", help="skip the 10-transition SQL episode's checkpoint sizes (needs MariaDB)"
+    )
+    parser.add_argument(
         "--baseline",
         metavar="REV",
         help="also run the memory and SQLite rows with this git revision's encoding modules "
@@ -190,6 +197,8 @@ def main() -> None:
             full, delta = sizes(steps)
             stored = " ".join(f"{stored_bytes(tmp, steps, k):>12,}" for k in intervals)
             print(f"{steps:>5} {full:>12,} {delta:>12,} {stored}")
+        if not args.no_sql:
+            sql_episode_sizes(Path(tmp))
         print()
         print("latest ms (median) by snapshot_every, SQLite sync=normal, 50-step threads")
         for k in intervals:
@@ -208,6 +217,76 @@ def main() -> None:
             )
             cp.close()
             fresh.close()
+
+
+def _sql_respond(model: str, messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
+    """A fake model for the paper's SQL flow that takes 10 transitions: DESC in Observe, then four
+    rounds of Solve (a SELECT) and Verify (a DESC of another table, back to Solve), then submit."""
+    said = " ".join(str(m.get("content") or "") for m in messages)
+    if "execute[DESC book]" not in said:
+        return "Thought: the table.\nAction: execute[DESC book]"
+    last_select = said.rfind("LIMIT 7]")
+    last_desc = max(said.rfind("execute[DESC book]"), said.rfind("execute[DESC author]"))
+    if last_select > last_desc:
+        if said.count("LIMIT 7]") >= 4:
+            return "Thought: done.\nAction: submit"
+        return "Thought: the other table.\nAction: execute[DESC author]"
+    return "Thought: query.\nAction: execute[SELECT title, year FROM book ORDER BY year LIMIT 7]"
+
+
+def sql_episode_sizes(tmp: Path) -> None:
+    """Bytes of each checkpoint of a real 10-transition SQL episode: the paper's SF_Agent flow on
+    the InterCode SQL environment's demo database (MariaDB), with a fake model."""
+    import shutil
+    import sqlite3
+
+    from stateflow.envs.sql import open_sql_env
+    from stateflow.tasks.agents.methods import build_method
+    from stateflow.tasks.harness.episode import opening_message
+    from stateflow.tasks.sql.benchmark import INTERCODE_SQL
+
+    from stateflow import ModelProfile, run
+    from stateflow.testing.fake_openai import FakeOpenAIServer
+
+    print()
+    if shutil.which("mariadbd") is None and shutil.which("mysqld") is None:
+        print("SQL episode sizes: skipped (no MariaDB server: scripts/setup.sh installs it)")
+        return
+    env = open_sql_env("demo")
+    try:
+        with FakeOpenAIServer(_sql_respond) as server:
+            profile = ModelProfile(name="fake", model="fake", base_url=server.url, api_key_env=None, max_retries=0)
+            flow, view = build_method("sf_agent", INTERCODE_SQL)
+            task = env.task(0)
+            env.reset(0)
+            cp = SQLiteCheckpointer(tmp / "sql-episode.db")
+            result = run(
+                flow,
+                opening_message(flow, task, INTERCODE_SQL.task_prompt),
+                models=profile,
+                view=view,
+                env=env,
+                vars={"max_turns": 20},
+                telemetry=False,
+                checkpointer=cp,
+                thread_id="sql",
+            )
+            rows = [len(c.to_json().encode()) for c in cp.list("sql")]
+            cp.close()
+    finally:
+        env.close()
+    with sqlite3.connect(tmp / "sql-episode.db") as conn:
+        stored = conn.execute("SELECT SUM(LENGTH(CAST(body AS BLOB))) FROM checkpoints").fetchone()[0]
+    growth = [b - a for a, b in itertools.pairwise(rows)]
+    print(
+        f"SQL episode (sf_agent, demo database, {len(result.transitions)} transitions: "
+        f"{' > '.join(result.path)}), {len(rows)} checkpoints"
+    )
+    print(f"  bytes per checkpoint: {', '.join(f'{b:,}' for b in rows)}")
+    print(
+        f"  growth per checkpoint: {min(growth):,}-{max(growth):,} B; the whole thread as full copies "
+        f"{sum(rows):,} B, as SQLite stores it (default snapshot_every=10) {stored:,} B"
+    )
 
 
 class Baseline:
