@@ -21,6 +21,7 @@ from stateflow.backends.cassette import Cassette, RecordingClient, ReplayClient
 from stateflow.backends.endpoint import Endpoint, open_endpoint
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedClient, ScriptedLLM
+from stateflow.backends.stream_usage import UsageKeepingClient
 from stateflow.errors import ConfigError, LLMError, RunCancelled, StateFlowError
 from stateflow.messages import Usage
 from stateflow.profiles import ModelAssignment, ModelProfile
@@ -113,7 +114,11 @@ class LLMBackends:
             w = OpenAIWrapper(config_list=[{**entry, "model_client_cls": cls.__name__}], cache_seed=None)
             w.register_model_client(cls, cassette=self.cassette, price_per_1k=profile.price_per_1k)
         else:
-            w = OpenAIWrapper(config_list=[entry], cache_seed=None)
+            # AutoGen's OpenAI client, except that a streamed reply keeps its cached-token count
+            # (AutoGen's stream assembly drops it)
+            ep = self.endpoint(profile)
+            w = OpenAIWrapper(config_list=[{**entry, "model_client_cls": UsageKeepingClient.__name__}], cache_seed=None)
+            w.register_model_client(UsageKeepingClient, openai_client=ep.openai_client())
         self._wrappers[profile.name] = w
         return w
 
