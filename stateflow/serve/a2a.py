@@ -14,7 +14,8 @@ continued. :class:`FlowExecutor` takes its place:
 * the run's token deltas are streamed as artifact updates, its answer is the final artifact and
   the task completes; a failed run is a failed task (sending another message continues the thread
   from its last checkpoint); a message for a finished conversation is rejected;
-* messages for one conversation are served one at a time (the lock AG-UI requests use too).
+* messages for one conversation are served one at a time (the lock AG-UI requests use too);
+  ``tasks/cancel`` cancels a task and stops its run.
 
 Another agent calls the flow with AG2's own client, ``autogen.a2a.A2aRemoteAgent(url=...)``.
 """
@@ -183,7 +184,12 @@ class FlowExecutor(AgentExecutor):
         return to_core_message(new_agent_text_message(text, context_id=updater.context_id, task_id=updater.task_id))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-        """Nothing to do: a run stops when its request's stream is closed."""
+        """``tasks/cancel``: mark the task canceled. A running task's run stops too: the request
+        handler then cancels :meth:`execute`, which closes the run's event stream (the run is
+        cancelled at its next event and its thread is joined; the thread is failed at its last
+        checkpoint and the conversation's next message continues it)."""
+        assert context.task_id is not None and context.context_id is not None
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
 def a2a_app(service: FlowService, url: str, locks: ThreadLocks | None = None) -> Starlette:

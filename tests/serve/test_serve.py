@@ -328,3 +328,26 @@ def test_an_a2a_conversation_is_one_thread_and_input_required_is_the_task_state(
         assert other["status"]["state"] == "input-required"
         assert len(store.threads()) == 2 and len(srv.requests) == 2
     assert _live_threads() == []
+
+
+def test_an_a2a_task_cancelled_by_its_client_stops_its_run():
+    def rpc(method: str, params: dict) -> dict:
+        r = httpx.post(f"{base}/a2a/", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=30)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    words = " ".join(f"w{i}" for i in range(400))
+    with _served(_plain_flow(), lambda m, msgs, b: words, chunk_delay_s=0.02) as (base, srv, store):
+        message = {"role": "user", "parts": [{"kind": "text", "text": "talk"}], "messageId": "m1", "contextId": "c1"}
+        started = rpc("message/send", {"message": message, "configuration": {"blocking": False}})["result"]
+        deadline = time.monotonic() + 10
+        while not srv.active and time.monotonic() < deadline:  # the model is streaming its reply
+            time.sleep(0.02)
+        assert srv.active == 1
+        cancelled = rpc("tasks/cancel", {"id": started["id"]})
+        assert cancelled["result"]["status"]["state"] == "canceled", cancelled
+        deadline = time.monotonic() + 10
+        while (_live_threads() or srv.active) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _live_threads() == [] and srv.active == 0  # the run and its model stream ended
+        assert [t.status.value for t in store.threads()] == ["failed"]  # continued by a next message
