@@ -351,3 +351,14 @@ def test_an_a2a_task_cancelled_by_its_client_stops_its_run():
             time.sleep(0.05)
         assert _live_threads() == [] and srv.active == 0  # the run and its model stream ended
         assert [t.status.value for t in store.threads()] == ["failed"]  # continued by a next message
+
+
+def test_a_conversation_id_from_a_client_becomes_a_safe_thread_id():
+    from stateflow.serve.a2a import thread_for_context
+    from stateflow.serve.app import _THREAD_ID
+
+    assert thread_for_context("conv-1") == "a2a-conv-1"
+    for hostile in ("../../etc/passwd", "x" * 500, "ü nicode", "", "a\nb", "-leading"):
+        thread = thread_for_context(hostile)
+        assert _THREAD_ID.match(thread) and thread == thread_for_context(hostile), hostile
+    assert thread_for_context("a b") != thread_for_context("a_b")  # distinct ids stay distinct
