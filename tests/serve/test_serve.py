@@ -362,3 +362,29 @@ def test_a_conversation_id_from_a_client_becomes_a_safe_thread_id():
         thread = thread_for_context(hostile)
         assert _THREAD_ID.match(thread) and thread == thread_for_context(hostile), hostile
     assert thread_for_context("a b") != thread_for_context("a_b")  # distinct ids stay distinct
+
+
+def test_concurrent_a2a_messages_of_one_conversation_are_served_one_at_a_time():
+    def slow(model, messages, body):
+        time.sleep(0.3)
+        return "done"
+
+    with _served(_plain_flow(), slow) as (base, srv, store):
+
+        async def both() -> list[dict]:
+            async with httpx.AsyncClient(timeout=30) as client:
+
+                async def one(n: int) -> dict:
+                    message = {"role": "user", "parts": [{"kind": "text", "text": "go"}], "messageId": f"m{n}",
+                               "contextId": "shared"}  # fmt: skip
+                    body = {"jsonrpc": "2.0", "id": n, "method": "message/send", "params": {"message": message}}
+                    r = await client.post(f"{base}/a2a/", json=body)
+                    return r.json()["result"]
+
+                return await asyncio.gather(one(1), one(2))
+
+        results = asyncio.run(both())
+        states = sorted(r["status"]["state"] for r in results)
+        # the second waited for the first, then found the conversation's thread finished
+        assert states == ["completed", "rejected"]
+        assert len(srv.requests) == 1 and [t.thread_id for t in store.threads()] == ["a2a-shared"]
