@@ -71,7 +71,16 @@ if ! engine_up; then
   grep -q cgroup /proc/mounts || unavailable "no cgroup file system is mounted (dockerd needs cgroups)"
   say "starting dockerd (log: $LOG)"
   # setsid: the daemon must not die with this script's session or a Ctrl-C to the test run.
-  setsid dockerd >>"$LOG" 2>&1 < /dev/null &
+  # It must not keep this script's other open files either: a dockerd that inherited the fd of a
+  # `flock LOCK scripts/demo.sh` held that lock for as long as it lived (seen: every later
+  # `flock` waiter blocked). So the subshell closes every fd above 2 before it becomes dockerd.
+  (
+    for fd in /proc/self/fd/*; do
+      n=${fd##*/}
+      if [ "$n" -gt 2 ]; then eval "exec $n>&-" 2>/dev/null || true; fi
+    done
+    exec setsid dockerd >>"$LOG" 2>&1 < /dev/null
+  ) &
   echo $! > "$PIDFILE"
   for _ in $(seq 150); do
     engine_up && break
