@@ -156,6 +156,8 @@ def run_configs(args: argparse.Namespace) -> None:
     models = ModelAssignment.of(args.model)
     new_chunks = 0
     for c, chunk in enumerate(chunks):
+        if c < args.first_chunk:
+            continue
         if args.chunk_limit and new_chunks >= args.chunk_limit:
             break
         todo = [(p, k) for p in args.methods for k in args.configs if (p, k, c) not in done]
@@ -331,10 +333,19 @@ def run_bench(args: argparse.Namespace) -> None:
     models = ModelAssignment.of(args.model)
     default_pool().server(args.model, n_threads=None).ensure_running()
     began = time.monotonic()
+    new_chunks = 0
     for c, chunk in enumerate(chunks):
+        if c < args.first_chunk:
+            continue
         if args.budget_min and time.monotonic() - began > 60 * args.budget_min:
             print(f"time budget of {args.budget_min} min spent: stopping before chunk {c}", flush=True)
             break
+        if args.chunk_limit and new_chunks >= args.chunk_limit:
+            break
+        todo = [(p, a.name, w) for p in args.methods for w in args.workers for a in arms(p, p in args.order_arm)]
+        if all((p, a, w, c) in done for p, a, w in todo):
+            continue
+        new_chunks += 1
         for pair in args.methods:
             for workers in args.workers:
                 plan = arms(pair, pair in args.order_arm)
@@ -505,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         "method under each, instead of old vs new",
     )
     parser.add_argument("--chunk-limit", type=int, default=0, help="run at most this many new chunks, then stop")
+    parser.add_argument("--first-chunk", type=int, default=0, help="skip the chunks before this one")
     args = parser.parse_args(argv)
     args.methods = [m.strip() for m in args.methods.split(",")]
     unknown = [m for m in args.methods if m not in PAIRS]
