@@ -227,3 +227,20 @@ def test_replicas_is_a_setting_of_local_profiles_only():
 def test_stats_of_a_replica_set_are_summed_numbers(replicas):
     replicas.start_all()
     assert replicas.stats() == {"requests": 2}  # one start each; the text field is left out
+
+
+def test_default_workers_follow_the_embedded_model_and_replicas_never_exceed_workers_or_cores(monkeypatch):
+    from stateflow import ModelAssignment
+    from stateflow.backends.local import defaults
+
+    remote = ModelProfile(name="r", model="m", provider="vllm", base_url="http://127.0.0.1:1/v1", api_key_env=None)
+    assert defaults.default_workers(ModelAssignment.of(remote)) == 1
+    assert defaults.default_workers(ModelAssignment.of("local")) == defaults.local_workers()
+    mixed = ModelAssignment.of({"default": remote, "Solve": "local-small"})
+    assert defaults.default_workers(mixed) == defaults.local_workers()
+    assert defaults.local_replicas(1) == 1
+    monkeypatch.setattr(defaults, "PINNED_REPLICAS", True)
+    assert defaults.local_replicas(1) == 1
+    assert defaults.local_replicas(64) == len(CORES)
+    monkeypatch.setattr(defaults, "PINNED_REPLICAS", False)
+    assert defaults.local_replicas(2) == 1
