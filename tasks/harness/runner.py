@@ -340,10 +340,16 @@ class RunSummary:
     identities: dict[str, EpisodeIdentity] = field(default_factory=dict)
 
 
+# Where the output is not a terminal (a log file, nohup, CI), the progress bar draws nothing
+# until the run ends; a plain line at most this often says how far the run is instead.
+PLAIN_PROGRESS_EVERY_S = 10.0
+
+
 class _Live:
-    """Running totals shown in the progress bar."""
+    """Running totals shown in the progress bar (and in plain progress lines)."""
 
     def __init__(self) -> None:
+        self.started = self.last_line = time.monotonic()
         self.done = self.solved = self.errors = 0
         self.tokens = 0
         self.cost = 0.0
@@ -364,6 +370,14 @@ class _Live:
         # the share of prompt tokens the server evaluated (the rest came from its prompt cache)
         share = f" | eval/sent {(self.sent - self.cached) / self.sent:.2f}" if self.sent else ""
         return f"SR {sr:5.1f}% | {self.tokens / 1000:.1f}k tok{share} | ${self.cost:.4f}{err}"
+
+    def plain_line(self, total: int, *, last: bool) -> str | None:
+        """The progress as one line of text, when one is due (every few seconds, and at the end)."""
+        now = time.monotonic()
+        if not last and now - self.last_line < PLAIN_PROGRESS_EVERY_S:
+            return None
+        self.last_line = now
+        return f"progress: {self.done}/{total} episodes | {self.text()} | {now - self.started:.0f}s"
 
 
 def evaluate(
@@ -596,6 +610,7 @@ def _run(
     def on_interrupt() -> None:
         console.print("[yellow]interrupted:[/] finishing the episodes in flight (Ctrl-C again to abort)")
 
+    plain = progress and not console.is_terminal
     with bar:
         tid = bar.add_task(f"{spec.bench.name} {','.join(spec.methods)}", total=len(jobs), stats=live.text())
         try:
@@ -604,6 +619,9 @@ def _run(
                 new_records.append(record)
                 live.add(record)
                 bar.update(tid, advance=1, stats=live.text())
+                line = live.plain_line(len(jobs), last=live.done == len(jobs)) if plain else None
+                if line is not None:
+                    console.print(line, markup=False, highlight=False)
         except KeyboardInterrupt:
             console.print("[red]aborted[/]; finished episodes are saved")
             interrupted = True
