@@ -3,19 +3,16 @@ the episode in ``route_requests(task.context)``, which a replica set of the embe
 
 from __future__ import annotations
 
-from stateflow.backends.local.replicas import current_route
 from stateflow.tasks.harness.episode import EpisodeSpec, run_episode
 from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ANY, Context, Flow, ModelAssignment, State, Tool, ToolResult, Transition, meta_is
-
-SEEN: list[str | None] = []
+from stateflow.backends.local.replicas import current_route
 
 
 def _record_route(ctx: Context) -> ToolResult:
     route = current_route()
-    SEEN.append(route.key if route else None)
-    return ToolResult("noted", {"done": True})
+    return ToolResult(f"route={route.key if route else None}", {"done": True})
 
 
 def route_flow() -> Flow:
@@ -32,9 +29,11 @@ def test_an_episode_runs_inside_a_route_named_by_its_database(sql_env):
         models=ModelAssignment.of("local"),
         models_label="default=local",
     )
-    SEEN.clear()
+    seen = []
     for index in (0, 10):  # demo: task 0 is on `library`, task 10 on `weather`
         record = run_episode(sql_env, index, spec)
         assert record.status == "ok", record.error
-    assert SEEN == [sql_env.task(0).context, sql_env.task(10).context] == ["library", "weather"]
+        seen += [m["content"] for m in record.history if m["content"].startswith("route=")]
+    assert seen == [f"route={sql_env.task(0).context}", f"route={sql_env.task(10).context}"]
+    assert seen == ["route=library", "route=weather"]
     assert current_route() is None  # the route ends with the episode
