@@ -238,8 +238,9 @@ def test_default_workers_follow_the_embedded_model_and_replicas_never_exceed_wor
     assert defaults.default_workers(ModelAssignment.of("local")) == defaults.local_workers()
     mixed = ModelAssignment.of({"default": remote, "Solve": "local-small"})
     assert defaults.default_workers(mixed) == defaults.local_workers()
-    assert defaults.local_replicas(1) == 1
+    assert 1 <= defaults.local_workers() <= min(2, len(CORES))  # measured on 2 cores: no more by default
     monkeypatch.setattr(defaults, "PINNED_REPLICAS", True)
+    assert defaults.local_replicas(1) == 1
     assert defaults.local_replicas(1) == 1
     assert defaults.local_replicas(64) == len(CORES)
     monkeypatch.setattr(defaults, "PINNED_REPLICAS", False)
