@@ -40,6 +40,7 @@ from stateflow.tasks.harness.identity import (
     models_fingerprint,
     prompts_fingerprint,
 )
+from stateflow.tasks.harness.live_file import LIVE_DIR, LiveEpisode, LiveFile, clear_live, live_path
 from stateflow.tasks.harness.order import RUN_ORDERS, RunOrder, episode_order
 from stateflow.tasks.harness.records import ResultsFile, latest_records, record_key
 from stateflow.tasks.harness.run_lock import LOCK_NAME, RunLock
@@ -183,6 +184,10 @@ class RunSpec:
     # one of K repeats (stateflow.tasks.harness.repeats): its index and the sampler seed every profile gets
     repeat: int | None = None
     seed: int | None = None
+    # the episodes in flight write their events to OUT/live/ for `stateflow ui` (stateflow.tasks.harness.live_file);
+    # live_tokens also streams every model reply there token by token (streamed calls report no cached tokens)
+    live: bool = True
+    live_tokens: bool = False
 
     def __post_init__(self) -> None:
         if self.order not in RUN_ORDERS:
@@ -488,12 +493,20 @@ def evaluate(
         if created and not results.path.exists():  # nothing recorded: leave no empty directory behind
             for name in ("run.json", FLOW_CARDS_NAME, LOCK_NAME):
                 (spec.out / name).unlink(missing_ok=True)
+            _drop_live(spec.out)
             with contextlib.suppress(OSError):
                 spec.out.rmdir()
         raise
     finally:
         if lock is not None:
+            _drop_live(spec.out)  # none is in flight any more (a killed run's are swept at the next start)
             lock.release()
+
+
+def _drop_live(out: Path) -> None:
+    clear_live(out)
+    with contextlib.suppress(OSError):
+        (out / LIVE_DIR).rmdir()
 
 
 def _archived(
@@ -550,6 +563,7 @@ def _run(
             indent=2,
         )
     )
+    clear_live(spec.out)  # a killed run's episodes are not in flight any more
     if skipped:
         console.print(f"resuming: {skipped} episode(s) already in {results.path}, {len(jobs)} to run")
     http = HttpClients()
@@ -598,7 +612,19 @@ def _run(
 
     def work(env: Environment, job: tuple[str, int]) -> EpisodeRecord:
         method, index = job
-        record = run_episode(env, index, specs[method]).stamped(*stamps[method])
+        side: LiveFile | None = None
+        if spec.live:
+            started = LiveEpisode(method, index, env.task(index).query, identities[method].models, time.time())
+            side = LiveFile(live_path(spec.out, identities[method].digest, index), started)
+        try:
+            record = run_episode(env, index, specs[method], on_event=side, tokens=spec.live_tokens)
+        except BaseException:
+            if side is not None:
+                side.close()
+            raise
+        if side is not None:
+            side.end(record.status)
+        record = record.stamped(*stamps[method])
         return record.model_copy(update={"sample": sample}) if sample else record
 
     # --order context: parallel workers take different databases (executors.LaneQueue), so each
@@ -616,6 +642,9 @@ def _run(
         try:
             for record in executor.run(jobs, work, on_interrupt, **lanes):
                 results.append(record)  # recorded before anything else can go wrong
+                if spec.live:  # its record is saved: the episode is no longer in flight
+                    with contextlib.suppress(OSError):
+                        live_path(spec.out, record.identity_digest or "", record.task).unlink(missing_ok=True)
                 new_records.append(record)
                 live.add(record)
                 bar.update(tid, advance=1, stats=live.text())

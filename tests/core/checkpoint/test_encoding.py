@@ -114,3 +114,25 @@ def test_sqlite_sync_policies_and_the_former_switch(tmp_path: Path) -> None:
     assert SQLiteCheckpointer(tmp_path / "c.db", durable=False).sync == "normal"
     with pytest.raises(ValueError, match="pauses, status, full, normal"):
         SQLiteCheckpointer(tmp_path / "d.db", sync="sometimes")
+
+
+def test_a_write_without_text_after_identity_deltas_rebuilds_its_base_exactly(monkeypatch, tmp_path: Path) -> None:
+    # a run's journal writes identity deltas and keeps each stored payload unbuilt (rows.Rebuild);
+    # a later checkpoint without its text (a failed run's last one) needs that payload as values:
+    # the chain of deltas back to the last full row is rebuilt then, and every row reads back exactly
+    states = _states_of_a_run(monkeypatch)
+    monkeypatch.undo()  # the journal below saves for real, not into ``states``
+    cp = SQLiteCheckpointer(tmp_path / "runs.db", snapshot_every=100)  # one full row, then deltas
+    journal = ThreadJournal(cp, "t", long_flow("http://127.0.0.1:9"), "a" * 64, 0)
+    for state in states:
+        journal.save(state, "running")
+    journal.fail("RuntimeError: boom")  # the payload object of the last step, without its text
+    stored = cp.list("t")
+    assert len(stored) == len(states) + 1
+    for c, state in zip(stored, states, strict=False):
+        assert canonical_json(c.payload) == canonical_json(state.to_payload())
+    assert stored[-1].payload == {**stored[-2].payload, "stop_reason": "error", "error": "RuntimeError: boom"}
+    with sqlite3.connect(tmp_path / "runs.db") as db:
+        bodies = [json.loads(b) for (b,) in db.execute("SELECT body FROM checkpoints ORDER BY step")]
+    assert all(b.get("format") == "delta" for b in bodies[1:])  # the failed row too: its base was rebuilt
+    cp.close()
