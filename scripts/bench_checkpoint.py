@@ -20,7 +20,14 @@ text), patched in for the row only, so before and after are measured in one proc
 episode's wall time on a shared machine is noisy, a third table saves the run states of one real
 episode again into each store (the fastest of N repeats, before and after) and divides by that
 episode's median wall time without checkpoints: the steadiest ratio, and the one the targets are
-checked against.
+checked against. ``--baseline REV`` adds rows marked ``@REV`` that run that revision's run-state
+encoding, row encoding and memory store in this process.
+
+Last measured 2026-11-28 01:36 UTC (``--threads 2 --episodes 20 --no-postgres --no-sql --steps 10``,
+load average 3.3-3.6, episode 60-64 ms): memory 0.055 ms per checkpoint, 0.87-0.93 % steady, 2.1 %
+in episode (0.062 ms, 1.04 % at the previous main; 0.082 ms at e1e8fe4); SQLite ``sync="pauses"``
+0.159-0.174 ms, 2.49-2.92 % steady, 4.4-4.6 % in episode (0.229 ms at the previous main, 0.255 ms
+at e1e8fe4). Details and history: docs/checkpoints.md, "Cost per transition".
 
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
@@ -161,7 +168,8 @@ def main() -> None:
         "--baseline",
         metavar="REV",
         help="also run the memory and SQLite rows with this git revision's encoding modules "
-        "(stateflow/run_state.py, stateflow/checkpoint/rows.py) patched in: before/after in one process",
+        "(stateflow/run_state.py, stateflow/checkpoint/rows.py, the memory store's module) patched in: "
+        "before/after in one process",
     )
     args = parser.parse_args()
     baseline = Baseline.load(args.baseline) if args.baseline else None
@@ -290,14 +298,18 @@ def sql_episode_sizes(tmp: Path) -> None:
 
 
 class Baseline:
-    """Another revision's run-state encoding and row encoding, patched in while a row runs.
+    """Another revision's run-state encoding, row encoding and memory store, patched in while a row runs.
 
-    The two modules are read from git (``git show REV:path``) and loaded under private names; they
+    The three modules are read from git (``git show REV:path``) and loaded under private names; they
     import everything else from this checkout, so only the encoding differs.
     """
 
-    def __init__(self, rev: str, run_state: Any, rows: Any):
-        self.rev, self.run_state, self.rows = rev, run_state, rows
+    def __init__(self, rev: str, run_state: Any, rows: Any, memory: Any):
+        self.rev, self.run_state, self.rows, self.memory = rev, run_state, rows, memory
+
+    def factory(self, name: str, factory: Callable[[], Checkpointer]) -> Callable[[], Checkpointer]:
+        """The backend's factory as it was at the baseline (the memory store's own module differs)."""
+        return self.memory.MemoryCheckpointer if name == "memory" else factory
 
     @classmethod
     def load(cls, rev: str) -> Baseline:
@@ -306,7 +318,7 @@ class Baseline:
 
         root = Path(__file__).resolve().parents[1]
         modules = []
-        for path in ("stateflow/run_state.py", "stateflow/checkpoint/rows.py"):
+        for path in ("stateflow/run_state.py", "stateflow/checkpoint/rows.py", "stateflow/checkpoint/memory.py"):
             text = subprocess.run(
                 ["git", "-C", str(root), "show", f"{rev}:{path}"], check=True, capture_output=True, text=True
             ).stdout
@@ -446,7 +458,7 @@ def episode_ratios(
             patch = baseline.patched() if mode == "baseline" and baseline is not None else nullcontext()
             tag = {"former": "b", "baseline": "r", "now": ""}[mode]
             with patch:
-                cp = factory()
+                cp = baseline.factory(name, factory)() if mode == "baseline" and baseline is not None else factory()
                 plain, saved, shares = [], [], []
                 timer = CheckpointTimer(mode == "former")
                 per_thread = measure_episodes(cp, timer, episodes, server.url, model, tag, plain, saved, shares)
@@ -536,7 +548,7 @@ def transition_costs(
         for mode in row_modes(name, baseline):
             patch = baseline.patched() if mode == "baseline" and baseline is not None else nullcontext()
             with patch:
-                cp = factory()
+                cp = baseline.factory(name, factory)() if mode == "baseline" and baseline is not None else factory()
                 best = float("inf")
                 try:
                     for r in range(repeats):

@@ -19,7 +19,7 @@ import dataclasses
 import json
 import operator
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -265,7 +265,7 @@ class PayloadEncoder:
     def __init__(self) -> None:
         # canonical_json's settings, one encoder object for the run (json.dumps builds one per call)
         settings = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        self._dump = settings.encode
+        self._dump = _tree_dumper(settings, circular=True)
         self._dump_tree = _tree_dumper(settings)
         self._orders: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}  # keys -> sorted (key, "name":)
         self._history = _EncodedList()
@@ -277,6 +277,7 @@ class PayloadEncoder:
         self._texts: dict[str, tuple[Any, str]] = {}
         self._given: dict[int, tuple[Any, str]] = {}  # id -> (value, text) encoded by to_payload itself
         self._models: tuple[dict[str, str], dict[str, str]] | None = None  # (source copy, value handed out)
+        self._classes: dict[type, tuple[str, tuple[str, ...]]] = {}  # record class -> (its name, its fields)
 
     def history(self, items: list[Message]) -> list[dict[str, Any]]:
         return self._history.encode(items, _message_to, _is)
@@ -296,6 +297,28 @@ class PayloadEncoder:
 
     def chat(self, items: list[dict[str, Any]]) -> list[Any]:
         return self._chat.encode(items, _plain, _equal)
+
+    def board(self, records: Iterable[object]) -> list[dict[str, Any]]:
+        """``[_record_to(r, checked=False) for r in records]``, with each record class's name and
+        fields looked up once per run instead of at every checkpoint."""
+        out = []
+        for record in records:
+            cls = type(record)
+            known = self._classes.get(cls)
+            if known is None:
+                if isinstance(record, BaseModel | type) or not dataclasses.is_dataclass(record):
+                    out.append(_record_to(record, checked=False))  # a typed reply, or its error
+                    continue
+                names = tuple(f.name for f in dataclasses.fields(record))
+                known = self._classes[cls] = (f"{cls.__module__}:{cls.__qualname__}", names)
+            where, names = known
+            flat = {name: getattr(record, name) for name in names}
+            for value in flat.values():
+                if type(value) not in _ATOMS:  # asdict deep-copies nested values (a plain record needs no copy)
+                    flat = dataclasses.asdict(record)  # type: ignore[call-overload]
+                    break
+            out.append({"type": where, "fields": flat})
+        return out
 
     def models(self, models: Mapping[str, str]) -> dict[str, str]:
         """``dict(models)``, the very object handed out last time while the assignment is unchanged
@@ -367,30 +390,47 @@ class PayloadEncoder:
         return self._dump_tree(encoded)
 
 
-def _tree_dumper(settings: json.JSONEncoder) -> Callable[[Any], str]:
-    """``settings.encode`` for the trees this module builds itself (a message's, a step's, a chat
-    message's encoding: fresh dicts and lists, so never circular), with one C encoder object made
-    once instead of at every call: the per-call set-up was about 40 % of encoding one message.
-    The same C encoder makes ``settings.encode``'s text, so the texts are identical."""
+def _tree_dumper(settings: json.JSONEncoder, *, circular: bool = False) -> Callable[[Any], str]:
+    """``settings.encode`` with one C encoder object made once instead of at every call: the
+    per-call set-up was about 40 % of encoding one message. The same C encoder makes
+    ``settings.encode``'s text, so the texts (and the errors) are identical.
+
+    Args:
+        settings: the encoder whose settings to use.
+        circular: check for circular references (any caller's values, e.g. ``vars``), as
+            ``settings.encode`` does; without it, only for the trees this module builds itself
+            (a message's, a step's, a chat message's encoding: fresh dicts and lists, never circular).
+    """
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # the pure-Python json: no C encoder to keep
         return settings.encode
-    encoder = make(
-        None,  # no circular-reference markers: these trees are built fresh, without cycles
-        settings.default,
-        json.encoder.encode_basestring,  # ensure_ascii=False
-        None,
-        settings.key_separator,
-        settings.item_separator,
-        settings.sort_keys,
-        settings.skipkeys,
-        settings.allow_nan,
-    )
+
+    def build() -> Any:
+        return make(
+            {} if circular else None,  # the markers of the containers being encoded
+            settings.default,
+            json.encoder.encode_basestring,  # ensure_ascii=False
+            None,
+            settings.key_separator,
+            settings.item_separator,
+            settings.sort_keys,
+            settings.skipkeys,
+            settings.allow_nan,
+        )
+
+    encoder = build()
 
     def dump(tree: Any) -> str:
+        nonlocal encoder
         if isinstance(tree, str):
             return settings.encode(tree)
-        return "".join(encoder(tree, 0))
+        try:
+            return "".join(encoder(tree, 0))
+        except BaseException:
+            # a failed encoding leaves its open containers among the markers: start clean
+            if circular:
+                encoder = build()
+            raise
 
     return dump
 
@@ -475,7 +515,7 @@ class RunState:
             except (TypeError, ValueError):
                 _check_vars(vars)
                 raise
-            board = [_record_to(r, checked=False) for r in self.board]
+            board = encoder.board(self.board)
             try:
                 encoder.encoded(board, encoder.dump(board))
             except (TypeError, ValueError):

@@ -113,9 +113,7 @@ class Checkpoint:
         Raises:
             CheckpointInvalid: a field has the wrong type or the payload is not JSON (NaN included).
         """
-        problems = _field_problems(self.to_dict())
-        if problems:
-            raise CheckpointInvalid(str(self.thread_id), _int_or(self.step), "; ".join(problems))
+        self.check()
         try:
             if self.payload_json is not None:
                 head = canonical_json({**self.to_dict(), "payload": _PAYLOAD_SLOT})
@@ -124,6 +122,17 @@ class Checkpoint:
             return canonical_json(self.to_dict())
         except (TypeError, ValueError) as err:
             raise CheckpointInvalid(self.thread_id, self.step, f"payload is not JSON: {err}") from err
+
+    def check(self) -> None:
+        """Validate every field as :meth:`to_json` does, without encoding the payload (a store that
+        keeps a given ``payload_json`` as it is needs no more).
+
+        Raises:
+            CheckpointInvalid: a field has the wrong type (every problem named at once).
+        """
+        problems = _field_problems(self.to_dict())
+        if problems:
+            raise CheckpointInvalid(str(self.thread_id), _int_or(self.step), "; ".join(problems))
 
     @classmethod
     def from_json(cls, text: str, *, where: str) -> Checkpoint:

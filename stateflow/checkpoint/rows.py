@@ -128,14 +128,15 @@ def encode_row(
     construction (a part is reused only if it is the same, never-mutated object), and the stored
     payload is returned as a :class:`Rebuild` (decoded only if a later write needs it).
     """
-    full = checkpoint.to_json()  # validates every field and the whole payload
     if given is not None and checkpoint.payload_json is not None and checkpoint.step % snapshot_every != 0:
+        checkpoint.check()  # every field; the payload is JSON by its writer's promise (its text is given)
         record = {**checkpoint.to_dict(), "payload": _DELTA_SLOT}
         delta_text = canonical_json(identity_delta(given[0], checkpoint.payload))
         head = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
         slot = canonical_json(_DELTA_SLOT)
         if head.count(slot) == 1:  # else a field holds the slot's text: take the path below
             return head.replace(slot, delta_text), Rebuild(given[1], delta_text)
+    full = checkpoint.to_json()  # validates every field and the whole payload
     base = previous() if checkpoint.step % snapshot_every != 0 else None
     if base is not None:
         record = checkpoint.to_dict()
