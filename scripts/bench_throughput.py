@@ -75,6 +75,26 @@ class Arm:
     order: str
 
 
+@dataclass(frozen=True)
+class CoreConfig:
+    """How the two cores serve the ``new`` arm (part 4 of issue 49)."""
+
+    name: str
+    workers: int
+    replicas: int
+    what: str
+
+
+CONFIGS = {
+    c.name: c
+    for c in (
+        CoreConfig("w1", 1, 1, "workers 1, one server with a thread per core"),
+        CoreConfig("w2", 2, 1, "workers 2, one server with a thread per core (requests queue)"),
+        CoreConfig("w2r2", 2, 2, "workers 2, one pinned 1-thread server per core, routed by database"),
+    )
+}
+
+
 def arms(pair: str, order_arm: bool) -> list[Arm]:
     old, new = PAIRS[pair]
     out = [Arm("old", old, "method"), Arm("new", new, "context")]
@@ -98,16 +118,168 @@ def chunks_of_databases(tasks: list[tuple[int, str]], k: int) -> list[list[int]]
 
 
 def server_snapshot(model: str) -> dict[str, Any]:
+    """The server's (or the replicas' summed) running totals and resident memory."""
     from stateflow.backends.local import default_pool
+    from stateflow.backends.local.replicas import ReplicaSet
 
     server = default_pool().server(model)
     stats = server.stats()
+    pids = server.pids if isinstance(server, ReplicaSet) else [server.pid] if server.pid else []
     rss = 0
-    if server.pid:
-        for line in Path(f"/proc/{server.pid}/status").read_text().splitlines():
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) * 1024
+                rss += int(line.split()[1]) * 1024
     return stats | {"rss_bytes": rss}
+
+
+def fresh_servers(model: str, replicas: int) -> None:
+    """Stop the model's server(s) and start ``replicas`` new ones (empty prompt caches), warmed."""
+    from stateflow.backends.local import default_pool, start_servers
+    from stateflow.profiles import BUILTIN_PROFILES
+
+    pool = default_pool()
+    pool.discard(model)
+    pool.server(model, replicas=replicas)
+    start_servers([BUILTIN_PROFILES[model]], pool, replicas=replicas)
+
+
+def warm_databases(chunk: list[int]) -> None:
+    """Reset the environment once on every task of ``chunk``, untimed: the first arm of a chunk
+    would otherwise pay for preparing its databases (seconds per database on a loaded machine;
+    in a trial the first arm's episodes took 25-50 s against 5 s for the same tasks later)."""
+    env = INTERCODE_SQL.open_env(EnvOptions(dataset=DATASET, backend="embedded"))
+    try:
+        for i in chunk:
+            env.reset(i)
+    finally:
+        env.close()
+
+
+def run_configs(args: argparse.Namespace) -> None:
+    """The ``new`` arm of each method under each core configuration, interleaved by chunk."""
+    chunks = selected_chunks(args)
+    timings = args.out / "timings.jsonl"
+    args.out.mkdir(parents=True, exist_ok=True)
+    done = {
+        (t["pair"], t.get("config"), t["chunk"])
+        for t in map(json.loads, timings.read_text().splitlines() if timings.exists() else [])
+    }
+    models = ModelAssignment.of(args.model)
+    new_chunks = 0
+    for c, chunk in enumerate(chunks):
+        if c < args.first_chunk:
+            continue
+        if args.chunk_limit and new_chunks >= args.chunk_limit:
+            break
+        todo = [(p, k) for p in args.methods for k in args.configs if (p, k, c) not in done]
+        if not todo:
+            continue
+        new_chunks += 1
+        warm_databases(chunk)
+        # rotate the configurations' order from chunk to chunk: load falls on all alike
+        shift = c % len(args.configs)
+        order = args.configs[shift:] + args.configs[:shift]
+        for pair in args.methods:
+            for name in order:
+                if (pair, name, c) in done:
+                    continue
+                cfg = CONFIGS[name]
+                method = PAIRS[pair][1]
+                fresh_servers(args.model, cfg.replicas)
+                before = server_snapshot(args.model)
+                started = time.perf_counter()
+                summary = evaluate(
+                    RunSpec(
+                        INTERCODE_SQL,
+                        (method,),
+                        models=models,
+                        models_label=f"default={args.model}",
+                        out=args.out / f"{pair}-{name}",
+                        dataset=DATASET,
+                        tasks=",".join(map(str, chunk)),
+                        workers=cfg.workers,
+                        grammar=True,
+                        order="context",
+                    ),
+                    progress=False,
+                )
+                wall = time.perf_counter() - started
+                after = server_snapshot(args.model)
+                line = {
+                    "pair": pair,
+                    "config": name,
+                    "arm": "new",
+                    "method": method,
+                    "order": "context",
+                    "workers": cfg.workers,
+                    "replicas": cfg.replicas,
+                    "chunk": c,
+                    "tasks": len(chunk),
+                    "task_ids": chunk,
+                    "ran": summary.finished,
+                    "wall_s": round(wall, 2),
+                    "server_sent": after["prompt_tokens"] - before["prompt_tokens"],
+                    "server_evaluated": after["evaluated_prompt_tokens"] - before["evaluated_prompt_tokens"],
+                    "rss_bytes": after["rss_bytes"],
+                    "cache_bytes": after["cache_bytes"],
+                    "load1": os.getloadavg()[0],
+                }
+                with timings.open("a") as fh:
+                    fh.write(json.dumps(line) + "\n")
+                print(
+                    f"chunk {c} {pair} {name}: {summary.finished} episodes in {wall:.0f} s, "
+                    f"server eval/sent {line['server_evaluated'] / max(1, line['server_sent']):.2f}, "
+                    f"RSS {line['rss_bytes'] / 2**30:.2f} GiB",
+                    flush=True,
+                )
+    from stateflow.backends.local import default_pool
+
+    default_pool().discard(args.model)
+
+
+def _config_records(out: Path, pair: str, name: str) -> dict[int, EpisodeRecord]:
+    path = out / f"{pair}-{name}" / "results.jsonl"
+    if not path.exists():
+        return {}
+    return {r.task: r for r in latest_records(ResultsFile(path).load().records)}
+
+
+def report_configs(out: Path) -> str:
+    """Episodes per hour of each core configuration on the chunks every configuration finished."""
+    lines = [json.loads(x) for x in (out / "timings.jsonl").read_text().splitlines()]
+    # a chunk cut short (the bench stopped by its time limit) covers fewer tasks than the others
+    lines = [t for t in lines if t.get("config") and t["ran"] == t["tasks"]]
+    rows = [
+        "| method | config | workers | replicas | chunks | episodes | wall s | episodes/h | x w1 | "
+        "eval/sent (server) | SR % | won / lost vs w1 | McNemar p | server RSS GiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for pair in sorted({t["pair"] for t in lines}):
+        mine = [t for t in lines if t["pair"] == pair]
+        names = [n for n in CONFIGS if any(t["config"] == n for t in mine)]
+        common = set.intersection(*({t["chunk"] for t in mine if t["config"] == n} for n in names))
+        rate: dict[str, float] = {}
+        for n in names:
+            ts = [t for t in mine if t["config"] == n and t["chunk"] in common]
+            rate[n] = sum(t["ran"] for t in ts) / max(1e-9, sum(t["wall_s"] for t in ts)) * 3600
+        base = _config_records(out, pair, "w1")
+        for n in names:
+            ts = [t for t in mine if t["config"] == n and t["chunk"] in common]
+            wanted = {i for t in ts for i in t["task_ids"]}
+            recs = {i: r for i, r in _config_records(out, pair, n).items() if i in wanted}
+            _, won, lost, p = _paired({i: r for i, r in base.items() if i in wanted}, recs)
+            sent = sum(t["server_sent"] for t in ts)
+            cfg = CONFIGS[n]
+            rows.append(
+                f"| {PAIRS[pair][1]} | {n} | {cfg.workers} | {cfg.replicas} | {len(common)} | "
+                f"{sum(t['ran'] for t in ts)} | {sum(t['wall_s'] for t in ts):.0f} | {rate[n]:.0f} | "
+                f"{rate[n] / rate['w1'] if rate.get('w1') else 0:.2f} | "
+                f"{sum(t['server_evaluated'] for t in ts) / sent if sent else 0:.2f} | "
+                f"{100 * sum(r.success for r in recs.values()) / max(1, len(recs)):.1f} | "
+                f"{won} / {lost} | {p:.3f} | {max(t['rss_bytes'] for t in ts) / 2**30:.2f} |"
+            )
+    return "\n".join(rows)
 
 
 def selected_chunks(args: argparse.Namespace) -> list[list[int]]:
@@ -175,10 +347,19 @@ def run_bench(args: argparse.Namespace) -> None:
     models = ModelAssignment.of(args.model)
     default_pool().server(args.model, n_threads=None).ensure_running()
     began = time.monotonic()
+    new_chunks = 0
     for c, chunk in enumerate(chunks):
+        if c < args.first_chunk:
+            continue
         if args.budget_min and time.monotonic() - began > 60 * args.budget_min:
             print(f"time budget of {args.budget_min} min spent: stopping before chunk {c}", flush=True)
             break
+        if args.chunk_limit and new_chunks >= args.chunk_limit:
+            break
+        todo = [(p, a.name, w) for p in args.methods for w in args.workers for a in arms(p, p in args.order_arm)]
+        if all((p, a, w, c) in done for p, a, w in todo):
+            continue
+        new_chunks += 1
         for pair in args.methods:
             for workers in args.workers:
                 plan = arms(pair, pair in args.order_arm)
@@ -342,6 +523,14 @@ def main(argv: list[str] | None = None) -> int:
         "--simulate", action="store_true", help="no model: the prompt-prefix reuse of each arm against a fake server"
     )
     parser.add_argument("--report", action="store_true", help="print the table of what --out holds and stop")
+    parser.add_argument(
+        "--configs",
+        default="",
+        help="comma list of core configurations (" + ", ".join(CONFIGS) + "): run the new arm of each "
+        "method under each, instead of old vs new",
+    )
+    parser.add_argument("--chunk-limit", type=int, default=0, help="run at most this many new chunks, then stop")
+    parser.add_argument("--first-chunk", type=int, default=0, help="skip the chunks before this one")
     args = parser.parse_args(argv)
     args.methods = [m.strip() for m in args.methods.split(",")]
     unknown = [m for m in args.methods if m not in PAIRS]
@@ -349,8 +538,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--methods: unknown {unknown}; choose from {', '.join(PAIRS)}")
     args.workers = [int(w) for w in args.workers.split(",")]
     args.order_arm = {m.strip() for m in args.order_arm.split(",") if m.strip()}
+    args.configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    bad = [c for c in args.configs if c not in CONFIGS]
+    if bad:
+        parser.error(f"--configs: unknown {bad}; choose from {', '.join(CONFIGS)}")
     if args.simulate:
         print(simulate_layout(args))
+        return 0
+    if args.configs:
+        if not args.report:
+            run_configs(args)
+        print(report_configs(args.out))
         return 0
     if not args.report:
         run_bench(args)

@@ -85,6 +85,7 @@ class _ProfileSchema(BaseModel):
     local_model: str | None
     function_calling: bool | None
     n_threads: int | None = Field(ge=1, le=1024)
+    replicas: int | None = Field(ge=1, le=1024)
     seed: int | None = Field(ge=0)
 
     @field_validator("base_url")
@@ -156,6 +157,11 @@ class ModelProfile:
             it when other programs need cores: two servers with 2 threads each on 2 cores made
             calls 5-10x slower. One server serves a model per process, so every profile of
             that model must ask for the same count.
+        replicas: for ``provider="local"``: serve the model from this many servers, each pinned
+            to its own cores with one thread per core, the episodes routed to them by their
+            context (:mod:`stateflow.backends.local.replicas`); ``None``: the runner's default
+            for its workers (:func:`stateflow.backends.local.defaults.local_replicas`), else 1.
+            Each replica holds the model and its own prompt cache in RAM.
     """
 
     name: str
@@ -175,6 +181,7 @@ class ModelProfile:
     function_calling: bool | None = None
     n_threads: int | None = None
     seed: int | None = None
+    replicas: int | None = None
 
     def __post_init__(self) -> None:
         if self.provider not in _PROVIDERS:
@@ -190,6 +197,12 @@ class ModelProfile:
         if self.n_threads is not None and self.provider != "local":
             raise ConfigError(
                 f"profile {self.name!r}: n_threads = {self.n_threads} applies to the embedded model only "
+                f"(provider 'local'), not to provider {self.provider!r}; remove it"
+            )
+
+        if self.replicas is not None and self.provider != "local":
+            raise ConfigError(
+                f"profile {self.name!r}: replicas = {self.replicas} applies to the embedded model only "
                 f"(provider 'local'), not to provider {self.provider!r}; remove it"
             )
 

@@ -76,6 +76,11 @@ class BashEnv:
         self.info: dict[str, Any] = {}
         self.workdir = "/"
 
+    @property
+    def current_task(self) -> Task | None:
+        """The task of the last :meth:`reset` (``None`` before the first), as the SQL env has it."""
+        return self._task
+
     # ---------------------------------------------------------------- Environment API
     def __len__(self) -> int:
         return len(self.dataset.tasks)

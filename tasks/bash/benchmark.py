@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from stateflow.envs.base import Environment, Task
-from stateflow.tasks.agents.methods import baseline_methods, spec_agent_methods, stateflow_methods
+from stateflow.tasks.agents.methods import (
+    baseline_methods,
+    prefix_first_baselines,
+    spec_agent_methods,
+    stateflow_methods,
+)
 from stateflow.tasks.bash.flow import build_bash_flow
+from stateflow.tasks.bash.listing import describe_filesystem
 from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions
+from stateflow.tasks.kit.layout import state_task
 from stateflow.tasks.kit.prompts import PROMPTS_DIR
 from stateflow.tasks.kit.spec_prompts import BASH_SPEC_DOMAIN
 from stateflow.tasks.kit.tools import ObservationFormat
@@ -29,6 +36,10 @@ def _bash_flow(grammar: bool) -> Flow:
     return build_bash_flow(grammar=grammar)
 
 
+def _bash_prefix_first(grammar: bool) -> Flow:
+    return build_bash_flow(grammar=grammar, prefix_first=True)
+
+
 BASH_FMT = ObservationFormat(full_schema=False)
 
 INTERCODE_BASH = Benchmark(
@@ -39,7 +50,10 @@ INTERCODE_BASH = Benchmark(
     observation=BASH_FMT,
     methods={
         **stateflow_methods("", _bash_flow),
+        # the file system listing, then the task: a prefix shared by every task on one file system (issue 49)
+        **stateflow_methods("_prefix_first", _bash_prefix_first),
         **baseline_methods("bash", BASH_FMT),
+        **prefix_first_baselines("bash", BASH_FMT, listing=describe_filesystem, question=state_task),
         **spec_agent_methods("bash", BASH_SPEC_DOMAIN, BASH_FMT),
     },
     prompts_dir=PROMPTS_DIR / "bash",

@@ -50,13 +50,29 @@ def build_bash_flow(
     resample_repeats: bool = True,
     fmt: ObservationFormat | None = None,
     name: str = "intercode-bash",
+    prefix_first: bool = False,
 ) -> Flow:
-    """Build the Bash flow (see the module docstring for its rules; options as in the SQL flow)."""
+    """Build the Bash flow (see the module docstring for its rules; options as in the SQL flow).
+
+    ``prefix_first``: Init lists the file system (:func:`~stateflow.tasks.bash.listing.describe_filesystem`)
+    and then states the task, and the episode opens with a sentence shared by every task
+    (:mod:`stateflow.tasks.kit.layout`): every prompt on one file system then starts with the same
+    system message, opening and listing, which the embedded server's prompt cache reuses (issue 49).
+    Not the paper's flow: the listing is information the paper's Init did not give.
+    """
     retry = repeats_last_action if resample_repeats else None
     llm = LLM(grammar=THOUGHT_ACTION_GBNF if grammar else None, retry_when=retry)
     fmt = fmt or ObservationFormat(full_schema=False)
     act = execute(fmt=fmt)
-    init = State("Init", description="the task is the first message; nothing to run")
+    if prefix_first:
+        from stateflow.tasks.bash.listing import describe_filesystem
+        from stateflow.tasks.kit.layout import state_task
+
+        init = State(
+            "Init", describe_filesystem(), state_task(), description="list the file system, then state the task"
+        )
+    else:
+        init = State("Init", description="the task is the first message; nothing to run")
     solve = State("Solve", Prompt(load_prompt("bash", "solve")), llm, act, description="run a command")
     verify = State("Verify", Prompt(load_prompt("bash", "verify")), llm, act, description="check the effect or submit")
     error = State("Error", Prompt(load_prompt("bash", "error")), llm, act, description="fix a failed command")

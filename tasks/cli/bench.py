@@ -133,7 +133,14 @@ def register(app: typer.Typer) -> None:
         no_archive: Annotated[bool, typer.Option("--no-archive", help="neither read nor write an archive")] = False,
         no_readme: Annotated[bool, typer.Option("--no-readme", help="leave the README alone")] = False,
         config: Annotated[Path | None, typer.Option(help="TOML file with [profiles.*] and [models]")] = None,
-        workers: Annotated[int, typer.Option(min=1, help="episodes in parallel (one environment each)")] = 1,
+        workers: Annotated[
+            int | None,
+            typer.Option(
+                min=1,
+                help="episodes in parallel (one environment each; default 1, with the embedded model "
+                "the measured best for its cores: stateflow.backends.local.defaults)",
+            ),
+        ] = None,
         max_turns: Annotated[int, typer.Option(min=1, help="environment turns per task")] = 10,
         timeout: Annotated[float, typer.Option(help="seconds per task")] = 600.0,
         grammar: Annotated[

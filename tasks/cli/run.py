@@ -17,6 +17,7 @@ from stateflow.tasks.cli import methods as method_listing
 from stateflow.tasks.cli.stopping import stop_on_signals
 from stateflow.tasks.cli.threads import CheckpointsOption
 
+from stateflow.backends.local.defaults import default_workers
 from stateflow.backends.providers import capabilities
 from stateflow.errors import ConfigError
 from stateflow.profiles import ModelAssignment, load_config, parse_model_options
@@ -170,7 +171,14 @@ def register(app: typer.Typer) -> None:
         config: Annotated[Path | None, typer.Option(help="TOML file with [profiles.*] and [models]")] = None,
         tasks: Annotated[str, typer.Option(help="all, A:B, 0,4,9, or a fixed sample: dev | heldout")] = "all",
         dataset: Annotated[str, typer.Option(help="demo | spider | spider-test | nl2bash | fs_1.. | FILE")] = "demo",
-        workers: Annotated[int, typer.Option(min=1, help="episodes in parallel (one environment each)")] = 1,
+        workers: Annotated[
+            int | None,
+            typer.Option(
+                min=1,
+                help="episodes in parallel (one environment each; default 1, with the embedded model "
+                "the measured best for its cores: stateflow.backends.local.defaults)",
+            ),
+        ] = None,
         executor: Annotated[Executor, typer.Option(help="thread (this process) or ray (Ray actors)")] = Executor.THREAD,
         ray_address: Annotated[
             str | None, typer.Option(help="--executor ray: auto | ray://HOST:PORT (default: a local Ray for the run)")
@@ -303,7 +311,7 @@ def register(app: typer.Typer) -> None:
             out=out,
             dataset=dataset,
             tasks=tasks,
-            workers=workers,
+            workers=workers if workers is not None else 1 if policy is Policy.ORACLE else default_workers(assignment),
             max_turns=max_turns,
             task_timeout_s=timeout,
             grammar=(policy is Policy.LLM and _auto_grammar(assignment)) if grammar is None else grammar,

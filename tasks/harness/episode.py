@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +27,7 @@ from stateflow.tasks.kit.layout import opening_message
 from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.call_log import CallLog, RecordedCall
 from stateflow.backends.http import HttpClients
+from stateflow.backends.local.replicas import route_requests
 from stateflow.backends.scripted import ScriptedLLM
 from stateflow.events import EventSink
 
@@ -131,31 +133,35 @@ def run_episode(
         # (the runner checked that every key names a state of some method's flow).
         models, scripts = spec.models.restricted_to(list(flow.states)), (spec.scripts or {})
     calls = CallLog(replay=list(spec.replay))
-    result = run(
-        flow,
-        # the question itself, unless the flow states it after its context (a prompt prefix
-        # shared by every task on one database: stateflow.tasks.kit.layout)
-        opening_message(flow, task, spec.benchmark.task_prompt),
-        models=models,
-        view=view,
-        env=env,
-        scripts=scripts,
-        http=spec.http,
-        vars={"max_turns": spec.max_turns},
-        timeout_s=spec.timeout_s,
-        raise_errors=False,
-        calls=calls,
-        on_event=on_event,
-        tokens=tokens,
-    )
-    v = episode_vars(result)
-    status = "ok"
-    if result.stop_reason == "error":
-        status = "timeout" if (result.error or "").startswith("RunTimeout") else "error"
-        if status == "error" and not spec.oracle:  # a dead model server: say so, not just "refused"
-            crashes = crashed_local_servers(spec.models)
-            if crashes:
-                result.error = "; ".join([result.error or "error", *crashes])
+    # Routed by the task's context: with pinned replicas of the embedded model
+    # (stateflow.backends.local.replicas) one database stays on one replica's prompt cache; a
+    # crash check inside the block names that replica.
+    with route_requests(task.context) if task.context else nullcontext():
+        result = run(
+            flow,
+            # the question itself, unless the flow states it after its context (a prompt prefix
+            # shared by every task on one database: stateflow.tasks.kit.layout)
+            opening_message(flow, task, spec.benchmark.task_prompt),
+            models=models,
+            view=view,
+            env=env,
+            scripts=scripts,
+            http=spec.http,
+            vars={"max_turns": spec.max_turns},
+            timeout_s=spec.timeout_s,
+            raise_errors=False,
+            calls=calls,
+            on_event=on_event,
+            tokens=tokens,
+        )
+        v = episode_vars(result)
+        status = "ok"
+        if result.stop_reason == "error":
+            status = "timeout" if (result.error or "").startswith("RunTimeout") else "error"
+            if status == "error" and not spec.oracle:  # a dead model server: say so, not just "refused"
+                crashes = crashed_local_servers(spec.models)
+                if crashes:
+                    result.error = "; ".join([result.error or "error", *crashes])
     submitted = v.done
     if v.best_reward is not None:  # Try-Again: the best score over all attempts, and how it was scored
         reward_raw = float(v.reward if v.reward is not None else v.best_reward)

@@ -6,7 +6,8 @@ actor per worker owning its environment) can replace it without touching the run
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -15,7 +16,7 @@ from stateflow.envs.base import Environment
 if TYPE_CHECKING:
     from stateflow.profiles import ModelAssignment
 
-__all__ = ["EpisodeExecutor", "ThreadExecutor"]
+__all__ = ["EpisodeExecutor", "LaneQueue", "ThreadExecutor"]
 
 J = TypeVar("J")
 
@@ -24,7 +25,9 @@ class EpisodeExecutor(Protocol):
     """Runs ``work(env, job)`` for each job, one environment per worker, yielding results as
     they finish (any order). On the first Ctrl-C (or ``stop()``) it starts no new job, calls
     ``on_interrupt`` and keeps yielding the jobs in flight; a second Ctrl-C propagates.
-    ``interrupted`` tells afterwards whether that happened."""
+    ``interrupted`` tells afterwards whether that happened. ``lane(job)`` (optional) names a
+    job's context: an executor may use it to keep one context on one worker (:class:`LaneQueue`)
+    or ignore it."""
 
     interrupted: bool
 
@@ -38,11 +41,58 @@ class EpisodeExecutor(Protocol):
         jobs: Iterable[J],
         work: Callable[[Environment, J], dict[str, Any]],
         on_interrupt: Callable[[], None] | None = None,
+        lane: Callable[[J], Hashable] | None = None,
     ) -> Iterator[dict[str, Any]]: ...
 
     def stop(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+class LaneQueue:
+    """Jobs handed out so that parallel workers walk different contexts (lanes).
+
+    The next job is the next of a lane no job in flight belongs to, preferring a lane already
+    begun (its worker just finished one of its jobs) over a new one, lanes in the order of their
+    first job; only when every remaining lane is in flight do two workers share one. With
+    ``--order context`` and replicas routed by context, each worker then keeps its database on
+    its own replica's prompt cache; plain FIFO would hand both workers the same database's tasks.
+    Jobs of one lane keep their order.
+
+    >>> q = LaneQueue([("a", 0), ("a", 1), ("b", 2)], lane=lambda j: j[0])
+    >>> first, second = q.take(), q.take()
+    >>> first, second
+    (('a', 0), ('b', 2))
+    >>> q.done(first); q.take()
+    ('a', 1)
+    """
+
+    def __init__(self, jobs: Iterable[J], lane: Callable[[J], Hashable]):
+        self._lanes: dict[Hashable, deque[Any]] = {}
+        for job in jobs:
+            self._lanes.setdefault(lane(job), deque()).append(job)
+        self._lane = lane
+        self._begun: set[Hashable] = set()
+        self._flying: dict[Hashable, int] = {}
+
+    def __len__(self) -> int:
+        return sum(map(len, self._lanes.values()))
+
+    def take(self) -> Any | None:
+        """The next job (counted in flight until :meth:`done`), or ``None`` when none is left."""
+        free = [k for k, q in self._lanes.items() if q and not self._flying.get(k)]
+        begun = [k for k in free if k in self._begun]
+        pick = (begun or free or [k for k, q in self._lanes.items() if q] or [None])[0]
+        if pick is None:
+            return None
+        self._begun.add(pick)
+        self._flying[pick] = self._flying.get(pick, 0) + 1
+        return self._lanes[pick].popleft()
+
+    def done(self, job: Any) -> None:
+        """``job`` (from :meth:`take`) finished."""
+        key = self._lane(job)
+        self._flying[key] = max(0, self._flying.get(key, 0) - 1)
 
 
 class ThreadExecutor:
@@ -66,10 +116,18 @@ class ThreadExecutor:
         self.interrupted = False
 
     def start_models(self, models: ModelAssignment) -> None:
-        """Start, in this process, the server of every ``local`` profile ``models`` assigns."""
-        from stateflow.backends.local import start_servers
+        """Start, in this process, the server of every ``local`` profile ``models`` assigns.
 
-        start_servers(models.profiles[name] for name in dict.fromkeys(models.by_state.values()))
+        A profile that sets no ``replicas`` gets the default for this executor's workers
+        (:func:`stateflow.backends.local.defaults.local_replicas`).
+        """
+        from stateflow.backends.local import start_servers
+        from stateflow.backends.local.defaults import local_replicas
+
+        start_servers(
+            (models.profiles[name] for name in dict.fromkeys(models.by_state.values())),
+            replicas=local_replicas(self.workers),
+        )
 
     def _env(self) -> Environment:
         env = getattr(self._local, "env", None)
@@ -85,9 +143,11 @@ class ThreadExecutor:
         jobs: Iterable[J],
         work: Callable[[Environment, J], dict[str, Any]],
         on_interrupt: Callable[[], None] | None = None,
+        lane: Callable[[J], Hashable] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        pending: set[Future[dict[str, Any]]] = set()
-        queue = iter(jobs)
+        pending: dict[Future[dict[str, Any]], J] = {}
+        lanes = LaneQueue(jobs, lane) if lane is not None and self.workers > 1 else None
+        queue = iter(jobs) if lanes is None else iter(lanes.take, None)
 
         def call(job: J) -> dict[str, Any]:
             return work(self._env(), job)
@@ -97,7 +157,7 @@ class ThreadExecutor:
                 job = next(queue, None)
                 if job is None:
                     return
-                pending.add(self._pool.submit(call, job))
+                pending[self._pool.submit(call, job)] = job
 
         refill()
         while pending:
@@ -112,7 +172,9 @@ class ThreadExecutor:
                     on_interrupt()
                 continue
             for fut in done:
-                pending.discard(fut)
+                job = pending.pop(fut)
+                if lanes is not None:
+                    lanes.done(job)
                 yield fut.result()
             refill()
 

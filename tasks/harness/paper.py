@@ -42,6 +42,7 @@ from stateflow.tasks.kit.episode_record import EpisodeRecord
 from stateflow.tasks.kit.samples import SAMPLE_NAMES, SAMPLE_SIZES
 
 from stateflow import ModelAssignment
+from stateflow.backends.local.defaults import default_workers
 from stateflow.backends.scripted import ScriptedLLM
 from stateflow.errors import ConfigError
 from stateflow.flow_ref import is_flow_ref
@@ -234,7 +235,7 @@ class PaperRun:
     models: tuple[PaperModel, ...]
     out: Path
     tasks: str = "dev"
-    workers: int = 1
+    workers: int | None = None
     max_turns: int = 10
     task_timeout_s: float = 600.0
     grammar: bool | None = None
@@ -260,7 +261,7 @@ class PaperRun:
             out=pair_dir(self.out, bench.name, model.name),
             dataset=bench.dataset,
             tasks=self.tasks,
-            workers=self.workers,
+            workers=self.workers if self.workers is not None else default_workers(model.assignment),
             max_turns=self.max_turns,
             task_timeout_s=self.task_timeout_s,
             grammar=model.grammar if self.grammar is None else self.grammar,

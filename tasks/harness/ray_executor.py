@@ -33,7 +33,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -354,7 +354,9 @@ class RayExecutor:
         jobs: Iterable[J],
         work: Callable[[Environment, J], dict[str, Any]],
         on_interrupt: Callable[[], None] | None = None,
+        lane: Callable[[J], Hashable] | None = None,
     ) -> Iterator[dict[str, Any]]:
+        del lane  # actors take jobs as they free up; each node's server has one cache anyway
         ray = self._ray
         lost_errors = _lost_errors()
         work_ref = _put(ray, work, "the episode function")

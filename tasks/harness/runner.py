@@ -627,6 +627,12 @@ def _run(
         record = record.stamped(*stamps[method])
         return record.model_copy(update={"sample": sample}) if sample else record
 
+    # --order context: parallel workers take different databases (executors.LaneQueue), so each
+    # stays on its replica's prompt cache; other orders keep the order they promise (and one
+    # worker has no lanes to choose between).
+    context_of = dict(zip(selection.indices, contexts, strict=True))
+    lanes = {"lane": lambda job: context_of[job[1]]} if spec.order == "context" and spec.workers > 1 else {}
+
     def on_interrupt() -> None:
         console.print("[yellow]interrupted:[/] finishing the episodes in flight (Ctrl-C again to abort)")
 
@@ -634,7 +640,7 @@ def _run(
     with bar:
         tid = bar.add_task(f"{spec.bench.name} {','.join(spec.methods)}", total=len(jobs), stats=live.text())
         try:
-            for record in executor.run(jobs, work, on_interrupt):
+            for record in executor.run(jobs, work, on_interrupt, **lanes):
                 results.append(record)  # recorded before anything else can go wrong
                 if spec.live:  # its record is saved: the episode is no longer in flight
                     with contextlib.suppress(OSError):

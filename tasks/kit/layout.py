@@ -24,7 +24,14 @@ from stateflow.envs.base import Task
 from stateflow import Context, Flow, Tool, ToolResult
 from stateflow.stable_id import stable_id
 
-__all__ = ["CONTEXT_FIRST_OPENING", "opening_message", "state_question", "states_question"]
+__all__ = [
+    "CONTEXT_FIRST_OPENING",
+    "context_first",
+    "opening_message",
+    "state_question",
+    "state_task",
+    "states_question",
+]
 
 #: the first message of an episode whose flow states the question after its context; one
 #: sentence for every task, so it belongs to the prefix that episodes share
@@ -43,6 +50,56 @@ def _run_state_question(ctx: Context) -> ToolResult:
     return ToolResult(f"Question: {task.query}", Observation(ok=True).meta())
 
 
+@stable_id("stateflow.tasks.kit.layout.run_state_task")
+def _run_state_task(ctx: Context) -> ToolResult:
+    from stateflow.tasks.kit.blackboard import Observation
+
+    task = getattr(ctx.env, "current_task", None)
+    if task is None:
+        raise RuntimeError("state_task needs an environment with a current task: run(..., env=ENV)")
+    return ToolResult(f"Task: {task.query}", Observation(ok=True).meta())
+
+
+def state_task() -> Tool:
+    """:func:`state_question` for benchmarks whose prompt says ``Task: ...`` (Bash)."""
+    return Tool(_run_state_task, "state_task")
+
+
+_STATES_IT = (_run_state_question, _run_state_task)
+
+
+def context_first(flow: Flow, *listing: Tool, question: Tool | None = None) -> Flow:
+    """``flow`` opened by a ``Context`` state that shows ``listing`` and then the question.
+
+    For flows that show nothing before their first LLM call (the paper's ReAct, Try-Again,
+    Plan & Solve): their prompts then read ``system, opening, listing, question, ...``, and every
+    task on one context (database, file system) shares all of it but the question. The listing
+    is information the flow did not give before, so the result is a new method, measured against
+    the flow it extends. ``Context`` makes no LLM call; its tools count their own turns.
+
+    Args:
+        flow: the flow to extend (unchanged).
+        listing: tools run first (SQL: ``describe_schema()``; Bash: ``describe_filesystem()``).
+        question: the tool that states the question (default :func:`state_question`).
+    """
+    from stateflow import State, Transition
+
+    first = State(
+        "Context",
+        *listing,
+        question or state_question(),
+        description="show the shared context, then the question (no LLM call)",
+    )
+    if "Context" in flow.states:
+        raise ValueError(f"context_first: flow {flow.name!r} already has a state named Context")
+    return flow.variant(
+        flow.name,
+        replace=[first],  # a new name: added as a state
+        initial=first,
+        transitions=[*flow.transitions, Transition(first, flow.states[flow.initial])],
+    )
+
+
 def state_question() -> Tool:
     """A tool that states the episode's question (``Question: ...``) where the flow places it.
 
@@ -56,7 +113,7 @@ def state_question() -> Tool:
 
 def states_question(flow: Flow) -> bool:
     """Whether ``flow``'s initial state states the question itself (:func:`state_question`)."""
-    return any(isinstance(o, Tool) and o.fn is _run_state_question for o in flow.states[flow.initial].outputs)
+    return any(isinstance(o, Tool) and o.fn in _STATES_IT for o in flow.states[flow.initial].outputs)
 
 
 def opening_message(flow: Flow, task: Task, task_prompt: Callable[[Task], str]) -> str:

@@ -67,6 +67,9 @@ class MethodCell:
         p_tokens, c_tokens: mean prompt / completion tokens per task.
         wall_s: mean wall time per task in seconds.
         errored: episodes that ended in an error or a timeout.
+        eval_share: prompt tokens the server evaluated ÷ sent (``cached_tokens`` from its
+            responses; 1.00: nothing reused; ``None``: nothing sent), see
+            :func:`~stateflow.tasks.reports.metrics.evaluated_share`.
     """
 
     n: int
@@ -77,6 +80,11 @@ class MethodCell:
     wall_s: float
     errored: int
     solved: int = 0
+    eval_share: float | None = None
+
+    def eval_text(self) -> str:
+        """``eval_share`` as ``0.42``, or ``-`` when nothing was sent."""
+        return "-" if self.eval_share is None else f"{self.eval_share:.2f}"
 
     @property
     def complete(self) -> bool:
@@ -107,6 +115,7 @@ def method_cells(outcome: PairOutcome) -> dict[str, MethodCell]:
             sum(wall) / len(wall),
             row.errored,
             row.solved,
+            row.eval_share,
         )
     return out
 
@@ -203,6 +212,7 @@ def _method_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
         "95 % CI",
         "n",
         "prompt tok",
+        "eval/sent",
         "completion tok",
         "s/task",
         "errored",
@@ -221,13 +231,14 @@ def _method_table(bench: PaperBenchmark, pairs: list[PairOutcome]) -> list[str]:
             if o.status in ("crashed", "not run"):
                 row += [_pending(o)] + [""] * (len(heads) - 1)
             elif c is None:
-                row += ["", "", f"0/{o.tasks_total} (incomplete)", "", "", "", "", *extra]
+                row += ["", "", f"0/{o.tasks_total} (incomplete)", "", "", "", "", "", *extra]
             else:
                 row += [
                     f"{c.sr:.1f}",
                     c.interval.text(),
                     c.count(),
                     f"{c.p_tokens:.0f}",
+                    c.eval_text(),
                     f"{c.c_tokens:.0f}",
                     f"{c.wall_s:.1f}",
                     str(c.errored),
@@ -288,13 +299,14 @@ def _paired_table(bench: PaperBenchmark, o: PairOutcome) -> list[str]:
         + ", ".join(f"`{m}`" for m in methods)
         + " have all finished (the rows above cover different tasks while the run is partial):",
         "",
-        "| method | success % | 95 % CI | prompt tok | completion tok | s/task |",
-        "|---|---|---|---|---|---|",
+        "| method | success % | 95 % CI | prompt tok | eval/sent | completion tok | s/task |",
+        "|---|---|---|---|---|---|---|",
     ]
     for m in methods:
         c = cells[m]
         lines.append(
-            f"| `{m}` | {c.sr:.1f} | {c.interval.text()} | {c.p_tokens:.0f} | {c.c_tokens:.0f} | {c.wall_s:.1f} |"
+            f"| `{m}` | {c.sr:.1f} | {c.interval.text()} | {c.p_tokens:.0f} | {c.eval_text()} | {c.c_tokens:.0f} "
+            f"| {c.wall_s:.1f} |"
         )
     return lines
 
@@ -401,7 +413,9 @@ def results_section(
         "",
         "Per (benchmark, model): success % of the recorded episodes with its 95 % Wilson score interval "
         "(`stateflow.tasks.kit.stats`), n = episodes recorded (`done/total` when "
-        "not every task is done), mean prompt and completion tokens per task, mean wall seconds per task, "
+        "not every task is done), mean prompt tokens per task and the share of them the model server "
+        "evaluated (eval/sent: the rest came from its prompt cache; 1.00 when it reports none), mean "
+        "completion tokens per task, mean wall seconds per task, "
         "errored episodes (an error or a timeout; scored on what ran). Results directories: "
         + ", ".join(f"`{o.out}`" for o in outcomes)
         + "."

@@ -14,7 +14,7 @@ from functools import partial
 from stateflow.envs.base import Environment, Task
 from stateflow.sf_agent import SFAgentView
 from stateflow.tasks.agents.baselines import build_oneshot
-from stateflow.tasks.agents.methods import baseline_methods, recipe_methods, spec_agent_methods
+from stateflow.tasks.agents.methods import baseline_methods, prefix_first_baselines, recipe_methods, spec_agent_methods
 from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions, Method
 from stateflow.tasks.kit.layout import state_question
 from stateflow.tasks.kit.prompts import PROMPTS_DIR
@@ -182,6 +182,8 @@ INTERCODE_SQL = Benchmark(
             for name, method in recipe_methods(SQL_LEVERS, suffix, _preset_levers(suffix), parent, adds).items()
         },
         **baseline_methods("sql", _SQL_FMT, setup=describe_schema),
+        # the schema, then the question: a prefix shared by every task on one database (issue 49)
+        **prefix_first_baselines("sql", _SQL_FMT, listing=describe_schema, question=state_question),
         **{
             f"oneshot{o.suffix}": Method(f"oneshot{o.suffix}", o.build, o.view, o.about, family=_ONESHOT_FAMILY)
             for o in _SQL_ONESHOTS

@@ -121,9 +121,12 @@ def test_bench_paper_smoke_runs_writes_and_resumes(tmp_path, sql_available, bash
     for bench in PAPER_BENCHMARKS:
         rows = _table_rows(section, f"### {bench.name}")
         head, body = rows[0], rows[1:]
-        # per model: success %, its 95 % interval, n, tokens, seconds, errored (and "vs react" when it ran)
+        # per model: success %, its 95 % interval, n, tokens, eval/sent, seconds, errored (and "vs react" when it ran)
         per_model = (len(head) - 1) // len(MODELS)
-        assert head[0] == "method" and len(head) == 1 + per_model * len(MODELS) and per_model in (7, 8)
+        assert head[0] == "method" and len(head) == 1 + per_model * len(MODELS) and per_model in (8, 9)
+        shares = [i for i, h in enumerate(head) if h.endswith(": eval/sent")]
+        assert [head[i] for i in shares] == [f"{m}: eval/sent" for m in MODELS]
+        assert all(0.0 <= float(r[i]) <= 1.0 for r in body for i in shares)
         assert [h for h in head if h.endswith(": 95 % CI")] == [f"{m}: 95 % CI" for m in MODELS]
         n_columns = [i for i, h in enumerate(head) if h.endswith(": n")]
         assert [head[i] for i in n_columns] == [f"{m}: n" for m in MODELS]

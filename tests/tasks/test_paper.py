@@ -158,6 +158,7 @@ def _record(method: str, task: int, success: bool) -> EpisodeRecord:
         turns=2,
         failed_actions=0,
         prompt_tokens=100 * (task + 1),
+        cached_tokens=50 * task,  # the server's prompt cache: eval/sent = 1 - 50 t / 100 (t + 1)
         completion_tokens=10,
         wall_s=2.0 + task,
     )
@@ -187,10 +188,10 @@ def test_an_incomplete_pair_shows_done_over_total_never_a_final_number(tmp_path)
     ablating = replace(outcome, benchmark=replace(SQL, only=("stateflow", "stateflow_no_error")))
     assert remaining(ablating) == (4, pytest.approx(2.5 + 3 * 2.5))
     assert "the fixed `dev` sample of spider: 100 tasks stratified by hardness" in section
-    # stateflow: 2 of 3 done, 1 of 2 solved, mean 150 prompt tokens, 2.5 s/task, 1 timeout
-    assert "| `stateflow` | 50.0 | 9.5-90.5 | 2/3 (incomplete) | 150 | 10 | 2.5 | 1 | not run |" in section
-    assert "| `stateflow_no_verify` | 0.0 | 0.0-56.1 | 3 | 200 | 10 | 3.0 | 1 |" in section
-    assert "| `sf_agent` |  |  | 0/3 (incomplete) |  |  |  |  |" in section
+    # stateflow: 2 of 3 done, 1 of 2 solved, mean 150 prompt tokens (50 of 300 cached), 2.5 s/task, 1 timeout
+    assert "| `stateflow` | 50.0 | 9.5-90.5 | 2/3 (incomplete) | 150 | 0.83 | 10 | 2.5 | 1 | not run |" in section
+    assert "| `stateflow_no_verify` | 0.0 | 0.0-56.1 | 3 | 200 | 0.75 | 10 | 3.0 | 1 |" in section
+    assert "| `sf_agent` |  |  | 0/3 (incomplete) |  |  |  |  |  |" in section
     assert (
         "| `stateflow` | x | 50.0 (9.5-90.5) [2/3, incomplete] | 0.0 (0.0-56.1) "
         "(-50.0 on the same 2 tasks; 0 won, 1 lost, Holm p = 1) |" in section
@@ -227,10 +228,10 @@ def test_a_partial_run_compares_the_headline_methods_and_bars_on_their_common_ta
     assert paired_tasks(outcome, bench.paired_methods) == (["react", "stateflow", "oneshot"], [0, 2])
     section = results_section([outcome], command="c", tasks="dev", date="2026-11-24", images=[])
     assert "Paired, x: the 2 tasks that `react`, `stateflow`, `oneshot` have all finished" in section
-    # stateflow: 1 of tasks 0 and 2 solved, prompt tokens 100 and 300, 2 and 4 s
-    assert "| `stateflow` | 50.0 | 9.5-90.5 | 200 | 10 | 3.0 |" in section
-    assert "| `oneshot` | 100.0 | 34.2-100.0 | 200 | 10 | 3.0 |" in section
-    assert "| `react` | 0.0 | 0.0-65.8 | 200 | 10 | 3.0 |" in section
+    # stateflow: 1 of tasks 0 and 2 solved, prompt tokens 100 and 300 (0 and 100 cached), 2 and 4 s
+    assert "| `stateflow` | 50.0 | 9.5-90.5 | 200 | 0.75 | 10 | 3.0 |" in section
+    assert "| `oneshot` | 100.0 | 34.2-100.0 | 200 | 0.75 | 10 | 3.0 |" in section
+    assert "| `react` | 0.0 | 0.0-65.8 | 200 | 0.75 | 10 | 3.0 |" in section
     headline = headline_section([outcome], date="2026-11-24", results_link="docs/results.md")
     assert headline.endswith(
         "| intercode-sql | same tasks (while partial) | 2 tasks: `react` 0.0 [0.0-65.8], `stateflow` 50.0 [9.5-90.5], "
@@ -265,7 +266,7 @@ def test_a_partial_baseline_is_paired_in_the_results_but_not_in_the_headline(tmp
     outcome = PairOutcome(bench, model, tmp_path, "incomplete", records, tasks_total=3)
     section = results_section([outcome], command="c", tasks="dev", date="d", images=[])
     assert "Paired, x: the 2 tasks that `react`, `stateflow`, `plan_solve` have all finished" in section
-    assert "| `stateflow` | 0.0 | 0.0-65.8 | 250 | 10 | 3.5 |" in section  # tasks 0 and 3
+    assert "| `stateflow` | 0.0 | 0.0-65.8 | 250 | 0.70 | 10 | 3.5 |" in section  # tasks 0 and 3
     assert "same tasks" not in headline_section([outcome], date="d", results_link="r.md")
 
 

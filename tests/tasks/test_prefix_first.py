@@ -78,3 +78,51 @@ def test_the_question_comes_once_after_the_schema_and_the_schema_is_served_from_
     (new_row,) = summarize(records)
     (old_row,) = summarize(old_records)
     assert new_row.eval_share < old_row.eval_share
+
+
+LAID_OUT = [
+    ("intercode-sql", "react_prefix_first", "Tables and their columns", "Question: "),
+    ("intercode-sql", "try_again_prefix_first", "Tables and their columns", "Question: "),
+    ("intercode-sql", "plan_solve_prefix_first", "Tables and their columns", "Question: "),
+    ("intercode-sql", "oneshot_prefix_first", "Tables and their columns", "Question: "),
+    ("intercode-bash", "sf_agent_prefix_first", "The file system", "Task: "),
+    ("intercode-bash", "stateflow_prefix_first", "The file system", "Task: "),
+    ("intercode-bash", "react_prefix_first", "The file system", "Task: "),
+    ("intercode-bash", "oneshot_prefix_first", "The file system", "Task: "),
+]
+
+
+@pytest.mark.parametrize(("bench", "method", "listing", "ask"), LAID_OUT)
+def test_bash_and_the_baselines_laid_out_for_reuse_share_everything_before_the_question(
+    request, tmp_path, bench, method, listing, ask
+):
+    from stateflow.tasks.harness.registry import default_registry
+
+    request.getfixturevalue("sql_available" if bench == "intercode-sql" else "bash_available")
+    benchmark = default_registry().get(bench)
+    with FakeOpenAIServer(lambda *a: "Thought: done\nAction: submit", prefix_cache=True) as srv:
+        profile = ModelProfile(name="lc", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
+        spec = RunSpec(
+            benchmark,
+            (method,),
+            models=ModelAssignment.of(profile),
+            models_label="default=lc",
+            out=tmp_path / method,
+            dataset="demo",
+            tasks="0,1,2",  # one database (`library`) / one file system (`demo`)
+        )
+        records = evaluate(spec, progress=False).records
+    assert len(records) == 3 and all(r.status == "ok" for r in records), [r.error for r in records]
+    firsts = srv.requests[:: len(srv.requests) // 3]
+    for req in firsts:
+        messages = req["messages"]
+        assert messages[1]["content"] == CONTEXT_FIRST_OPENING
+        text = "\n".join(m["content"] for m in messages)
+        question = next(m["content"] for m in messages if m["content"].startswith(ask))
+        assert text.count(question) == 1 and text.index(listing) < text.index(question)
+    # everything before the question (system, opening, listing) is the same for the three tasks,
+    # so the second and third episodes' first prompts found it in the cache
+    shared = sum(1 + len(m["content"].split()) for m in firsts[0]["messages"][:3])
+    starts = [i for i, r in enumerate(srv.requests) if r in firsts]
+    assert all(srv.cached_counts[i][1] >= shared for i in starts[1:])
+    assert states_question(build_method(method, benchmark)[0])

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 from stateflow.backends.local.catalog import model_spec
 from stateflow.backends.local.errors import ServerStartError
-from stateflow.backends.local.server import ManagedServer, ServerConfig
+from stateflow.backends.local.replicas import ReplicaSet, partition_cores
+from stateflow.backends.local.server import ManagedServer, ServerConfig, cpu_cores
 from stateflow.backends.local.store import ModelLocation, ModelStore
 from stateflow.errors import ConfigError
 from stateflow.profiles import ModelProfile
@@ -54,35 +55,48 @@ class LocalServerPool:
         self.allow_network = allow_network
         self.server_options = server_options
         self._lock = threading.Lock()
-        self._servers: dict[str, ManagedServer] = {}
+        self._servers: dict[str, ManagedServer | ReplicaSet] = {}
         self._locations: dict[str, ModelLocation] = {}
         self._atexit_registered = False
 
-    def server(self, local_model: str, alias: str | None = None, *, n_threads: int | None = None) -> ManagedServer:
+    def server(
+        self, local_model: str, alias: str | None = None, *, n_threads: int | None = None, replicas: int | None = None
+    ) -> ManagedServer | ReplicaSet:
         """The (not necessarily running) server for ``local_model``, created on first request.
 
         Args:
             local_model: a catalogue key (``local``, ``local-small``) or a path to any GGUF file.
             alias: the model name to serve under (default: the catalogue alias / the file stem).
             n_threads: CPU threads of a server created now (default: the pool's option, else
-                every core); a server that exists already must run with this count.
+                every core); a server that exists already must run with this count. With
+                ``replicas`` > 1 each replica gets the threads of its own cores instead.
+            replicas: serve the model from this many servers, each pinned to its share of the
+                cores (:class:`~stateflow.backends.local.replicas.ReplicaSet`); ``None``: what
+                exists already, else 1.
 
         Raises:
-            ConfigError: unknown key, or ``n_threads`` differs from the count the model's server
-                was created with (one server per model: the message names both counts).
+            ConfigError: unknown key; ``n_threads`` or ``replicas`` differs from what the model's
+                server was created with (the message names both); more replicas than cores.
             ModelNotFoundError / ModelIntegrityError: see ModelStore.locate.
         """
         with self._lock:
             existing = self._servers.get(local_model)
             if existing is not None:
+                have = len(existing) if isinstance(existing, ReplicaSet) else 1
+                if replicas is not None and have != replicas:
+                    raise ConfigError(
+                        f"embedded model {local_model!r} is already served by {have} replica(s); a run asks "
+                        f"for replicas={replicas}. Stop it first (LocalServerPool.discard) or ask for {have}"
+                    )
                 running = getattr(existing, "config", None)
-                if n_threads is not None and running is not None and running.n_threads != n_threads:
+                if n_threads is not None and running is not None and running.n_threads != n_threads and have == 1:
                     raise ConfigError(
                         f"embedded model {local_model!r} is already served with n_threads={running.n_threads}; "
                         f"a profile asks for n_threads={n_threads}. One server serves a model per process: "
                         "give every profile of this model the same n_threads"
                     )
                 return existing
+            groups = partition_cores(sorted(self._cores()), replicas) if replicas and replicas > 1 else None
             if local_model.endswith(".gguf") or "/" in local_model:
                 location = self.store.locate(None, local_model)
                 default_alias = Path(local_model).stem
@@ -94,13 +108,35 @@ class LocalServerPool:
             if n_threads is not None:
                 options["n_threads"] = n_threads
             config = replace(ServerConfig(model_path=location.path, alias=alias or default_alias), **options)
-            server = ManagedServer(config)
+            server: ManagedServer | ReplicaSet = ReplicaSet(config, groups) if groups else ManagedServer(config)
             self._servers[local_model] = server
             self._locations[local_model] = location
             if not self._atexit_registered:
                 atexit.register(self.close)
                 self._atexit_registered = True
             return server
+
+    @staticmethod
+    def _cores() -> set[int]:
+        try:
+            return set(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            return set(range(cpu_cores()))
+
+    def replicas(self, local_model: str) -> int | None:
+        """How many servers serve ``local_model`` in this pool (``None``: none created yet)."""
+        with self._lock:
+            server = self._servers.get(local_model)
+        if server is None:
+            return None
+        return len(server) if isinstance(server, ReplicaSet) else 1
+
+    def discard(self, local_model: str) -> None:
+        """Stop the server(s) of ``local_model`` and forget them (the next request starts anew)."""
+        with self._lock:
+            server = self._servers.pop(local_model, None)
+        if server is not None:
+            server.stop()
 
     def attach(self, local_model: str, server: ServerHandle) -> None:
         """Serve ``local_model`` from ``server`` instead of starting one in this process.
@@ -111,9 +147,15 @@ class LocalServerPool:
         with self._lock:
             self._servers[local_model] = server  # type: ignore[assignment]
 
-    def endpoint(self, local_model: str, alias: str | None = None, *, n_threads: int | None = None) -> str:
-        """Base URL (with ``/v1``) of a running server for ``local_model``, starting it if needed."""
-        return self.server(local_model, alias, n_threads=n_threads).ensure_running()
+    def endpoint(
+        self, local_model: str, alias: str | None = None, *, n_threads: int | None = None, replicas: int | None = None
+    ) -> str:
+        """Base URL (with ``/v1``) of a running server for ``local_model``, starting it if needed.
+
+        With replicas, the URL of the replica that serves the current
+        :func:`~stateflow.backends.local.replicas.route_requests` block.
+        """
+        return self.server(local_model, alias, n_threads=n_threads, replicas=replicas).ensure_running()
 
     def location(self, local_model: str) -> ModelLocation | None:
         """Where the model file of a server in this pool came from."""
@@ -126,7 +168,7 @@ class LocalServerPool:
         if server is not None:
             server.check()
 
-    def running(self) -> dict[str, ManagedServer]:
+    def running(self) -> dict[str, ManagedServer | ReplicaSet]:
         """The servers whose process is alive, by model key."""
         with self._lock:
             return {k: s for k, s in self._servers.items() if s.alive()}
@@ -190,7 +232,9 @@ def resolve_endpoint(profile: ModelProfile, pool: LocalServerPool | None = None)
             f"profile {profile.name!r} (provider {profile.provider!r}) is not served by the embedded "
             "local LLM; only provider 'local' profiles have a managed endpoint"
         )
-    return (pool or default_pool()).endpoint(profile.local_model, alias=profile.model, n_threads=profile.n_threads)
+    return (pool or default_pool()).endpoint(
+        profile.local_model, alias=profile.model, n_threads=profile.n_threads, replicas=profile.replicas
+    )
 
 
 def check_server(profile: ModelProfile, pool: LocalServerPool | None = None) -> None:
@@ -208,7 +252,11 @@ def check_server(profile: ModelProfile, pool: LocalServerPool | None = None) -> 
 
 
 def start_servers(
-    profiles: Iterable[ModelProfile], pool: LocalServerPool | None = None, *, warm: bool = True
+    profiles: Iterable[ModelProfile],
+    pool: LocalServerPool | None = None,
+    *,
+    warm: bool = True,
+    replicas: int | None = None,
 ) -> dict[str, str]:
     """Make the managed server of every ``local`` profile in ``profiles`` ready now; others are skipped.
 
@@ -221,22 +269,33 @@ def start_servers(
         warm: also send each server one 1-token request through the OpenAI client: the model's
             first inference (buffers allocated, weights paged in) and the client's lazy imports
             (~0.6 s) then happen here too.
+        replicas: how many pinned servers serve a profile that does not set ``replicas`` itself
+            (the runner passes :func:`~stateflow.backends.local.defaults.local_replicas` of its
+            workers); ``None``: one server.
 
     Returns:
-        ``{profile name: base URL}`` for the local profiles.
+        ``{profile name: base URL}`` for the local profiles (with replicas: the first replica's).
 
     Raises:
         ConfigError, ModelNotFoundError, ModelIntegrityError, RuntimeMissingError,
         ServerStartError: as :func:`resolve_endpoint`; ServerStartError also when the warm-up
         request fails (the message names the profile and the error).
     """
+    pool = pool or default_pool()
     urls: dict[str, str] = {}
     for p in profiles:
         if p.provider != "local" or not p.local_model or p.name in urls:
             continue
-        urls[p.name] = url = resolve_endpoint(p, pool)
+        # A run's default gives way to servers this process already runs (an earlier run's):
+        # only a profile's own ``replicas`` insists (and fails on a mismatch).
+        default = None if pool.replicas(p.local_model) is not None else replicas
+        want = p.replicas if p.replicas is not None else default
+        server = pool.server(p.local_model, alias=p.model, n_threads=p.n_threads, replicas=want)
+        members = server.start_all() if isinstance(server, ReplicaSet) else [server.ensure_running()]
+        urls[p.name] = members[0]
         if warm:
-            _first_request(p, url)
+            for url in members:
+                _first_request(p, url)
     return urls
 
 

@@ -76,6 +76,9 @@ class ServerConfig:
             ``max_tokens``; 0 turns the rule off (see ``server_app``).
         stop_when_client_gone: a generation whose client disconnected (an HTTP timeout) stops at
             the next token instead of holding the model until it ends (off only to measure it).
+        cpus: the cores the server process may run on (``os.sched_setaffinity`` in the child
+            before the model loads); empty: wherever the OS puts it. A replica of
+            :class:`~stateflow.backends.local.replicas.ReplicaSet` gets one core of its own.
     """
 
     model_path: Path
@@ -90,11 +93,12 @@ class ServerConfig:
     verbose: bool = False
     degenerate_run_chars: int = 48
     stop_when_client_gone: bool = True
+    cpus: tuple[int, ...] = ()
 
     def child_config(self, port: int) -> dict[str, Any]:
         """The JSON object passed to the child process."""
         body = asdict(self)
-        body.update(model_path=str(self.model_path), port=port)
+        body.update(model_path=str(self.model_path), port=port, cpus=list(self.cpus))
         del body["start_timeout"]
         return body
 
@@ -115,13 +119,16 @@ class ManagedServer:
     :meth:`ensure_running` wait for a single start.
     """
 
-    def __init__(self, config: ServerConfig, *, log_dir: Path | None = None):
+    def __init__(self, config: ServerConfig, *, log_dir: Path | None = None, label: str = ""):
         self.config = config
+        #: names this server in logs and errors when several serve one model (``replica 1 of 2, core 1``)
+        self.label = label
         self._lock = threading.RLock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._lifeline: int | None = None
         self._port: int | None = config.port or None
-        self._log_path = (log_dir or cache_root() / "logs") / f"llm-server-{config.alias}.{os.getpid()}.log"
+        suffix = f"-cpu{'_'.join(map(str, config.cpus))}" if config.cpus else ""
+        self._log_path = (log_dir or cache_root() / "logs") / f"llm-server-{config.alias}{suffix}.{os.getpid()}.log"
         self._crash: str | None = None
         self._owner_pid = os.getpid()
         self.starts = 0
@@ -223,12 +230,15 @@ class ManagedServer:
         except OSError:
             kept = self._log_path
         self._crash = (
-            f"local LLM server for {self.config.alias!r} (pid {self._proc.pid}) {_describe_exit(code)}; "
+            f"local LLM server for {self.config.alias!r}{self._label()} (pid {self._proc.pid}) {_describe_exit(code)}; "
             f"the request in flight failed. It is restarted on next use. Log tail ({kept}):\n{tail}"
         )
         if self._lifeline is not None:
             os.close(self._lifeline)
             self._lifeline = None
+
+    def _label(self) -> str:
+        return f" ({self.label})" if self.label else ""
 
     def _bind(self) -> socket.socket:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -307,7 +317,7 @@ class ManagedServer:
                 code = self._proc.returncode
                 self._proc = None
                 raise ServerStartError(
-                    f"local LLM server for {self.config.alias!r} {_describe_exit(code)} while starting. "
+                    f"local LLM server for {self.config.alias!r}{self._label()} {_describe_exit(code)} while starting. "
                     f"Log tail ({self._log_path}):\n{self._log_tail()}"
                 )
             try:

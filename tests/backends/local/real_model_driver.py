@@ -288,6 +288,80 @@ def sampling() -> dict[str, Any]:
     return out
 
 
+def replicas() -> dict[str, Any]:
+    """Two pinned replicas of local-small: routing by context, pinning, a killed replica."""
+    from dataclasses import replace
+
+    from openai import APIConnectionError, OpenAI
+
+    from stateflow.backends.local import start_servers
+    from stateflow.backends.local.replicas import route_requests
+
+    profile = replace(PROFILE, replicas=2, max_retries=0)
+    pool = LocalServerPool()
+    out: dict[str, Any] = {"started": start_servers([profile], pool)}
+    server = pool.server("local-small")
+    out["pids"] = server.pids
+    out["cpus"] = [_allowed_cpus(pid) for pid in server.pids]
+    out["threads"] = [m.config.n_threads for m in server.members]
+    ask = [{"role": "user", "content": "Write SQL that counts the rows of table singer."}]
+    urls: dict[str, str] = {}
+    answers: dict[str, str] = {}
+
+    def episode(key: str, hold: threading.Event, go: threading.Event) -> None:
+        with route_requests(key):
+            urls[key] = url = resolve_endpoint(profile, pool)
+            hold.set()
+            go.wait(30)  # both episodes in flight before either ends
+            client = OpenAI(base_url=url, api_key="x", max_retries=0)
+            answers[key] = _chat(client, ask)["content"]
+
+    held = [threading.Event(), threading.Event()]
+    go = threading.Event()
+    threads = [threading.Thread(target=episode, args=(k, h, go)) for k, h in zip(("db1", "db2"), held, strict=True)]
+    threads[0].start()
+    held[0].wait(30)
+    threads[1].start()
+    held[1].wait(30)
+    go.set()
+    for t in threads:
+        t.join(120)
+    out["urls"], out["answers"] = urls, answers
+    victim = server.members[server.router.peek("db2")]
+    out["victim_cpus"] = list(victim.config.cpus)
+    os.kill(victim.pid, signal.SIGKILL)
+    time.sleep(0.3)
+    with route_requests("db2"):
+        try:
+            _chat(OpenAI(base_url=urls["db2"], api_key="x", max_retries=0), ask)
+            out["after_kill"] = "answered"
+        except APIConnectionError as err:
+            out["after_kill"] = type(err).__name__
+        try:
+            check_server(profile, pool)
+            out["check"] = "no error"
+        except ServerCrashedError as err:
+            out["check"] = str(err)
+        url = resolve_endpoint(profile, pool)
+        out["restarted_url"] = url
+        out["restarted_cpus"] = _allowed_cpus(victim.pid)
+        out["after_restart"] = _chat(OpenAI(base_url=url, api_key="x", max_retries=0), ask)["content"]
+    with route_requests("db1"):
+        check_server(profile, pool)  # the other replica never died
+        out["db1_still"] = resolve_endpoint(profile, pool)
+    pool.close()
+    return out
+
+
+def _allowed_cpus(pid: int) -> str:
+    from pathlib import Path
+
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split()[1]
+    return "?"
+
+
 def orphan() -> None:
     pool = LocalServerPool()
     pool.endpoint("local-small")
@@ -298,6 +372,8 @@ def orphan() -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "orphan":
         orphan()
+    elif sys.argv[1] == "replicas":
+        print(json.dumps(replicas()), flush=True)
     elif sys.argv[1] == "sampling":
         print(json.dumps(sampling()), flush=True)
     else:

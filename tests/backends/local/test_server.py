@@ -220,3 +220,22 @@ def test_a_request_whose_client_gave_up_stops_at_the_next_token(run):
     # ... soon after the client left, not at 1500 tokens. 0 is possible: on a loaded machine the
     # prompt alone can outlast the client's 2 s, and the rule then stops at the first token.
     assert 0 <= run["abandoned_tokens"] < 300
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one pinned replica per core needs 2 cores")
+def test_two_pinned_replicas_route_by_context_and_survive_a_killed_one():
+    _require_real_model()
+    proc = subprocess.run([sys.executable, str(DRIVER), "replicas"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"driver failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(out["pids"]) == 2 and out["threads"] == [1, 1]
+    assert len(set(out["cpus"])) == 2 and all("," not in c and "-" not in c for c in out["cpus"])
+    assert out["urls"]["db1"] != out["urls"]["db2"]  # two databases in flight: two replicas
+    assert all("select" in a.lower() for a in out["answers"].values())
+    assert out["after_kill"] == "APIConnectionError"
+    assert "replica" in out["check"] and "SIGKILL" in out["check"] and "restarted on next use" in out["check"]
+    assert out["restarted_cpus"] == ",".join(map(str, out["victim_cpus"]))  # back on its own core
+    assert "select" in out["after_restart"].lower()
+    assert out["db1_still"] == out["urls"]["db1"]
+    for pid in out["pids"]:
+        assert _wait_gone(pid, 10)
