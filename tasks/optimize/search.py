@@ -49,6 +49,7 @@ __all__ = [
     "episode_cost",
     "optimize",
     "rung_sizes",
+    "task_pool",
 ]
 
 PLAN_NAME = "plan.json"
@@ -98,8 +99,12 @@ class OptimizeRun:
     env_factory: Callable[[RunSpec], Environment] = field(default=open_env, compare=False)
 
 
-def _pool(run: OptimizeRun) -> list[int]:
-    """The pool's task indices, in the search's fixed order."""
+def task_pool(run: OptimizeRun) -> list[int]:
+    """The pool's task indices, in the search's fixed order (opens the environment, runs no model).
+
+    Raises:
+        SpaceError: the space's ``tasks`` selects nothing valid.
+    """
     spec = _spec(run, next(iter(run.plan.candidates)), "all", run.out)
     probe = run.env_factory(spec)
     try:
@@ -131,6 +136,7 @@ def _spec(run: OptimizeRun, c: Candidate, tasks: str, out: Path, benchmark: Benc
         grammar=run.grammar,
         data_dir=run.data_dir,
         archive=run.archive if run.archive is not None and run.archive.exists() else None,
+        order=run.space.search.order,
     )
 
 
@@ -183,7 +189,7 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
     """
     console = console or Console(stderr=True)
     space, unit = run.space, run.space.budget.unit
-    pool = _pool(run)
+    pool = task_pool(run)
     sizes = rung_sizes(space.search.first_rung, space.search.eta, len(pool))
     first = sizes[0] * space.budget.estimate()
     if space.budget.limit < first:

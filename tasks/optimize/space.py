@@ -89,6 +89,10 @@ class SearchSettings(BaseModel):
         eta: each rung multiplies the tasks by ``eta`` and keeps about ``1/eta`` of the candidates.
         alpha: the family-wise level of the paired (exact McNemar, Holm-corrected) drops.
         seed: orders the pool's tasks (a rung is a prefix of that order).
+        order: the order each evaluation runs its rung's tasks in (the runner's ``--order``):
+            ``method`` (the seed's order) or ``context`` (grouped by database or file system,
+            so a flow whose prompts share a per-database prefix, SQL's ``prefix_first``, finds
+            it in the embedded server's prompt cache and is costed as it would run).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -97,6 +101,8 @@ class SearchSettings(BaseModel):
     eta: int = Field(2, ge=2)
     alpha: float = Field(0.05, gt=0.0, lt=1.0)
     seed: str = "stateflow-optimize"
+    # "task" is left out: an evaluation has one method, so it is the same as "method"
+    order: Literal["method", "context"] = "method"
 
 
 class BudgetSettings(BaseModel):

@@ -242,6 +242,32 @@ def test_another_space_in_the_same_directory_is_refused(server, tmp_path):
         optimize(_run(server, tmp_path / "opt", _space(profiles=["good"], states=[])))
 
 
+def test_context_order_runs_each_rung_grouped_by_database(server, golds, tmp_path):
+    from stateflow.envs.sql import open_sql_env
+
+    env = open_sql_env("demo")
+    try:
+        db = {i: env.task(i).context for i in range(len(env))}
+    finally:
+        env.close()
+    space = _space(
+        levers=[], profiles=["good"], states=[], heldout=None, tasks="0:20", search={"first_rung": 6, "eta": 4}
+    )
+    space = space.model_copy(update={"search": space.search.model_copy(update={"order": "context"})})
+    run = _run(server, tmp_path / "opt", space)
+    summary = optimize(run)
+    (only,) = summary.candidates
+    recorded = ResultsFile(tmp_path / "opt" / "candidates" / only.key / "results.jsonl").load().records
+    # the shuffled pool mixes databases; each rung's new tasks ran one database after another
+    first = [db[x.task] for x in recorded[:6]]
+    rest = [db[x.task] for x in recorded[6:]]
+    assert len(set(first)) > 1 and len(recorded) == 20
+    for seq in (first, rest):
+        assert seq == sorted(seq, key=seq.index), f"databases interleaved: {seq}"
+    plan = json.loads((tmp_path / "opt" / "plan.json").read_text())
+    assert plan["search"]["order"] == "context"
+
+
 # -- the command, killed and resumed -------------------------------------------------------
 
 
@@ -306,6 +332,27 @@ def test_command_refuses_a_bad_space_in_one_message_before_anything_is_written(t
     assert error.startswith(f"error: {space}: ") and error.count("\n") == 0  # one line, naming the file
     for part in ("unknown lever 'shema'", "unknown profile 'nosuch'", "unknown state 'Solv'"):
         assert part in error
+
+
+def test_dry_run_of_the_frozen_sql_space_lists_its_candidates_and_rungs_and_writes_nothing(shared_data, tmp_path):
+    """examples/optimize/sql-part4.toml is the space of the long SQL run: it must stay valid as
+    frozen (36 candidates, mixed 0.5B/1.5B assignments, rungs 10/30/90/100 of the dev sample)."""
+    space = Path(__file__).parents[2] / "examples" / "optimize" / "sql-part4.toml"
+    out = tmp_path / "opt"
+    done = subprocess.run(
+        _cli("optimize", str(space), "--out", str(out), "--data", str(shared_data), "--dry-run"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"COLUMNS": "300"},
+    )
+    assert done.returncode == 0, done.stderr[-1500:]
+    listed = [line for line in done.stderr.splitlines() if line.startswith("sf_agent_hint")]
+    assert len(listed) == 36 and "36 candidate(s)" in done.stderr
+    assert sum("default=local-small,Solve=local" in line for line in listed) == 9
+    assert any(line.startswith("sf_agent_hint+values+question_last+prefix_first+answer_vote |") for line in listed)
+    assert "rungs of 10, 30, 90, 100 tasks (eta 3, order context)" in done.stderr
+    assert not out.exists()
 
 
 def test_dev_search_on_spider_and_its_heldout_run_counted_by_the_heldout_ledger(server, shared_data, tmp_path):
