@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from stateflow.envs.base import Environment, Task
-from stateflow.tasks.agents.methods import baseline_methods, spec_agent_methods, stateflow_methods
+from stateflow.tasks.agents.methods import baseline_methods, recipe_methods, spec_agent_methods
 from stateflow.tasks.bash.flow import build_bash_flow
+from stateflow.tasks.bash.levers import BASH_LEVERS
 from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions
 from stateflow.tasks.kit.prompts import PROMPTS_DIR
 from stateflow.tasks.kit.spec_prompts import BASH_SPEC_DOMAIN
 from stateflow.tasks.kit.tools import ObservationFormat
-
-from stateflow import Flow
 
 __all__ = ["BASH_FMT", "INTERCODE_BASH"]
 
@@ -25,10 +24,6 @@ def _open_bash(options: EnvOptions) -> Environment:
     return open_bash_env(options.dataset, backend=options.backend, data_dir=options.data_dir)
 
 
-def _bash_flow(grammar: bool) -> Flow:
-    return build_bash_flow(grammar=grammar)
-
-
 BASH_FMT = ObservationFormat(full_schema=False)
 
 INTERCODE_BASH = Benchmark(
@@ -38,7 +33,9 @@ INTERCODE_BASH = Benchmark(
     task_prompt=_task,
     observation=BASH_FMT,
     methods={
-        **stateflow_methods("", _bash_flow),
+        # the paper's flow in both views, as recipes with no lever on (the same flows as before
+        # the lever table), so levers compose on them: sf_agent+submit_first
+        **recipe_methods(BASH_LEVERS, "", ()),
         **baseline_methods("bash", BASH_FMT),
         **spec_agent_methods("bash", BASH_SPEC_DOMAIN, BASH_FMT),
     },
@@ -46,6 +43,7 @@ INTERCODE_BASH = Benchmark(
     default_backend="sandbox",
     backends=("sandbox", "docker"),
     flows={"intercode-bash": build_bash_flow},
+    levers=BASH_LEVERS,
     spec_domain=BASH_SPEC_DOMAIN,
     description="InterCode-Bash: NL2Bash tasks in a sandboxed shell",
 )

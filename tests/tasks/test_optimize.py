@@ -334,10 +334,17 @@ def test_command_refuses_a_bad_space_in_one_message_before_anything_is_written(t
         assert part in error
 
 
-def test_dry_run_of_the_frozen_sql_space_lists_its_candidates_and_rungs_and_writes_nothing(shared_data, tmp_path):
-    """examples/optimize/sql-part4.toml is the space of the long SQL run: it must stay valid as
-    frozen (36 candidates, mixed 0.5B/1.5B assignments, rungs 10/30/90/100 of the dev sample)."""
-    space = Path(__file__).parents[2] / "examples" / "optimize" / "sql-part4.toml"
+@pytest.mark.parametrize(
+    ("space_name", "count", "mixed", "rungs"),
+    [("sql-part4", 36, 9, "10, 30, 90, 100"), ("bash-part4", 8, 0, "10, 30, 50")],
+)
+def test_dry_run_of_the_part4_spaces_lists_their_candidates_and_rungs_and_writes_nothing(
+    space_name, count, mixed, rungs, shared_data, tmp_path
+):
+    """The spaces of the long runs (examples/optimize/*-part4.toml) must stay valid as frozen: the
+    SQL one has 36 candidates with mixed 0.5B/1.5B assignments and rungs 10/30/90/100 of the dev
+    sample, the Bash one 8 recipes on the 1.5B model over the 50 dev tasks."""
+    space = Path(__file__).parents[2] / "examples" / "optimize" / f"{space_name}.toml"
     out = tmp_path / "opt"
     done = subprocess.run(
         _cli("optimize", str(space), "--out", str(out), "--data", str(shared_data), "--dry-run"),
@@ -347,11 +354,14 @@ def test_dry_run_of_the_frozen_sql_space_lists_its_candidates_and_rungs_and_writ
         env=os.environ | {"COLUMNS": "300"},
     )
     assert done.returncode == 0, done.stderr[-1500:]
-    listed = [line for line in done.stderr.splitlines() if line.startswith("sf_agent_hint")]
-    assert len(listed) == 36 and "36 candidate(s)" in done.stderr
-    assert sum("default=local-small,Solve=local" in line for line in listed) == 9
-    assert any(line.startswith("sf_agent_hint+values+question_last+prefix_first+answer_vote |") for line in listed)
-    assert "rungs of 10, 30, 90, 100 tasks (eta 3, order context)" in done.stderr
+    listed = [line for line in done.stderr.splitlines() if " | default=" in line]
+    assert len(listed) == count and f"{count} candidate(s)" in done.stderr
+    assert sum("default=local-small,Solve=local" in line for line in listed) == mixed
+    assert f"rungs of {rungs} tasks (eta 3, order context)" in done.stderr
+    if space_name == "sql-part4":
+        assert any(line.startswith("sf_agent_hint+values+question_last+prefix_first+answer_vote |") for line in listed)
+    else:
+        assert "oneshot | default=local" in listed and "sf_agent+submit_first | default=local" in listed
     assert not out.exists()
 
 
