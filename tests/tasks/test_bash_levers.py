@@ -44,7 +44,7 @@ def test_levers_compose_on_the_bash_methods_and_every_problem_is_one_error():
         resolve_method(INTERCODE_BASH, "sf_agent+submit_first+verify_budget+no_chek")
     problems = "; ".join(err.value.problems)
     assert "unknown lever 'no_chek'" in problems and "'submit_first' and 'verify_budget' conflict" in problems
-    with pytest.raises(LeverError, match="no_check.*submit_first.*conflict"):
+    with pytest.raises(LeverError, match=r"no_check.*submit_first.*conflict"):
         BASH_LEVERS.check({"no_check", "submit_first"})
     # a setting is part of the flow, and so of its fingerprint
     one, two = (flow_fingerprint(bash_recipe_flow({"verify_budget"}, settings={"verify_budget": n})) for n in (1, 2))
