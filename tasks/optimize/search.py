@@ -39,7 +39,13 @@ from stateflow.tasks.kit.stats import mcnemar_exact_p, wilson_interval
 from stateflow.tasks.optimize.front import mark_front
 from stateflow.tasks.optimize.outcome import CandidateResult, OptimizeSummary, RewriteResult, RungLog
 from stateflow.tasks.optimize.racing import Standing, next_rung
-from stateflow.tasks.optimize.rewrite import has_prompt, load_or_rewrite, with_rewritten
+from stateflow.tasks.optimize.rewrite import (
+    RewrittenPrompt,
+    has_prompt,
+    load_or_rewrite,
+    save_prompt_set,
+    with_rewritten,
+)
 from stateflow.tasks.optimize.space import Candidate, SearchPlan, SearchSpace, SpaceError
 
 from stateflow import ModelAssignment
@@ -295,6 +301,9 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
             summary.stop = "interrupted"
     if run.archive is not None:
         RecordArchive(run.archive).merge(x for rs in records.values() for x in rs)
+        if rewrite is not None:  # the records name the rewritten method: its text goes with them
+            name = candidates[rewrite.key].method
+            save_prompt_set(run.archive.parent, RewrittenPrompt(name.rsplit("@", 1)[0], rewrite.state, rewrite.text))
     (run.out / SUMMARY_NAME).write_text(summary.to_json())
     return summary
 

@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from stateflow.tasks.harness.identity import flow_fingerprint
 from stateflow.tasks.harness.records import ResultsFile
 from stateflow.tasks.kit.stats import holm, mcnemar_exact_p
 from stateflow.tasks.optimize.racing import Standing, next_rung, pareto_keys
+from stateflow.tasks.optimize.rewrite import resolve_recorded
 from stateflow.tasks.optimize.search import OptimizeRun, optimize, rung_sizes
 from stateflow.tasks.optimize.space import SearchSpace, SpaceError, expand, load_space
 from stateflow.tasks.sql.benchmark import INTERCODE_SQL
@@ -198,7 +200,8 @@ def test_search_finds_the_good_solver_resumes_for_free_and_archives(server, tmp_
 
 def test_rewritten_instruction_is_saved_run_on_the_picks_tasks_and_adopted_when_it_solves_more(server, tmp_path):
     space = _space(levers=[], profiles=["bad"], states=[], rewrite={"state": "Solve", "profile": "good", "failures": 2})
-    summary = optimize(_run(server, tmp_path / "opt", space))
+    archive = tmp_path / "archive" / "t.jsonl"
+    summary = optimize(_run(server, tmp_path / "opt", space, archive))
     w = summary.rewrite
     assert w is not None and w.adopted and w.text.startswith(_HELPS) and "```" not in w.text
     assert (w.won, w.lost) == (8, 0) and summary.pick == w.key
@@ -211,8 +214,14 @@ def test_rewritten_instruction_is_saved_run_on_the_picks_tasks_and_adopted_when_
     # the rewrite request saw the current instruction and the failures
     request = next(r for r in server.requests if "You improve the instruction" in json.dumps(r))
     assert "SELECT 12345" in json.dumps(request)
+    # the archive carries the prompt set, so its records' flows rebuild from their identities alone
+    archived = ResultsFile(archive).load().records
+    assert any(x.method == rewritten.method for x in archived)
+    for x in archived:
+        _, method = resolve_recorded(INTERCODE_SQL, x.method, [archive.parent])
+        assert flow_fingerprint(method.build(x.identity["grammar"])) == x.identity["flow_sha256"]
     calls = len(server.requests)
-    again = optimize(_run(server, tmp_path / "opt", space))
+    again = optimize(_run(server, tmp_path / "opt", space, archive))
     assert len(server.requests) == calls and again.rewrite.sha256 == w.sha256  # read back, never asked again
 
 
