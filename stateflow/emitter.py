@@ -8,11 +8,14 @@ from :mod:`stateflow.runtime`.
 
 The sink runs on the run's thread, between two steps of the run: what it raises ends the run
 like any other failure (that is how a stream's consumer cancels a run:
-:class:`~stateflow.errors.RunCancelled`).
+:class:`~stateflow.errors.RunCancelled`). The token deltas of a
+:class:`~stateflow.parallel.Parallel` state's LLM branches come from the branches' threads; the
+emitter hands events to the sink one at a time, so a sink never runs twice at once.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from stateflow.events import Event, EventSink, StateEntered, TokenDelta, TransitionTaken, event_for_step
@@ -31,11 +34,17 @@ class Emitter:
     """
 
     def __init__(self, sink: EventSink, state: str, visits: int = 0):
-        self.sink = sink
+        self._sink = sink
+        self._one_at_a_time = threading.Lock()
         self.state = state
         self.visits = visits
         self._streamed = False  # a model call streamed since the last step
         self._announced = False  # the next step's call (tool, judge) was reported live
+
+    def sink(self, event: Event) -> None:
+        """Hand ``event`` to the sink (serialized: parallel branches stream from their threads)."""
+        with self._one_at_a_time:
+            self._sink(event)
 
     def streaming(self) -> None:
         """A model call is about to stream (its step, when recorded, says so)."""

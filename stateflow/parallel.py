@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stateflow.context import Context
-from stateflow.errors import ParallelBranchError, StateFlowError
+from stateflow.errors import ParallelBranchError, RunCancelled, StateFlowError
 from stateflow.messages import Usage
 from stateflow.outputs import LLM, Tool, ToolResult
 
@@ -198,11 +198,19 @@ class Fanout:
 
 
 def run_branches(par: Parallel, ctx: Context, runner: BranchRunner) -> Fanout:
-    """Run every branch of ``par`` at once and wait for all of them (no thread outlives it)."""
+    """Run every branch of ``par`` at once and wait for all of them (no thread outlives it).
+
+    Raises:
+        RunCancelled: the run was cancelled while a branch ran (its consumer went away): that
+            is the run's end, not a branch's failure, whatever the merge takes.
+    """
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=len(par.branches), thread_name_prefix=f"sf-{par.name}") as pool:
         futures = [pool.submit(_one, par, i, ctx, runner) for i in range(len(par.branches))]
         done = [f.result() for f in futures]
+    cancelled = next((err for _, _, err in done if isinstance(err, RunCancelled)), None)
+    if cancelled is not None:
+        raise cancelled
     failure = None
     if not par.merge_failures:
         failed = next(((r, err) for r, _, err in done if err is not None), None)

@@ -9,6 +9,7 @@ retries); the endpoint supplies the request fields, parses usage and cost, and w
 from __future__ import annotations
 
 import gc
+import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -32,6 +33,12 @@ if TYPE_CHECKING:
     from stateflow.state_agent import StateAgent
 
 __all__ = ["ConstraintWarning", "LLMBackends"]
+
+# Serializes the collections that close cancelled streams (see ``_streamed``). CPython's
+# ``gc.collect()`` returns at once, collecting nothing, while another thread's collection runs;
+# two streams cancelled together (parallel branches, many served runs leaving at once) would
+# then leave one stream open until some later collection. One collector per process, so one lock.
+_COLLECTING = threading.Lock()
 
 
 class ConstraintWarning(UserWarning):
@@ -60,9 +67,11 @@ class LLMBackends:
     ):
         self.http = http
         self.calls = calls
-        # The state whose profile was resolved last: every model call follows the resolution of
-        # its state's profile (output functions and rule judges alike), so this names the asker.
-        self._asking = ""
+        # The state whose profile was resolved last on this thread: every model call follows the
+        # resolution of its state's profile on the same thread (output functions and rule judges
+        # alike), so this names the asking state. Per thread: parallel branches (a subflow branch
+        # beside an LLM branch) resolve profiles of different states at once.
+        self._asking = threading.local()
         self.assignment = assignment
         self.scripts = dict(scripts or {})
         self.cassette = cassette
@@ -74,7 +83,7 @@ class LLMBackends:
 
     def profile(self, state: str, explicit: str | None = None) -> ModelProfile:
         """The profile serving ``state`` (or the ``explicit`` profile name)."""
-        self._asking = state
+        self._asking.state = state
         return self.assignment.profile_for(state, explicit)
 
     def endpoint(self, profile: ModelProfile) -> Endpoint:
@@ -195,8 +204,9 @@ class LLMBackends:
         """A call kept in ``log``, answered from its recording while one remains."""
         shown = messages if messages is not None else agent.chat_messages.get(sender, [])  # type: ignore[arg-type]
         key = messages_key(agent.system_message, shown)
-        if log.replaying:
-            rec = log.take(self._asking, key)
+        asking = getattr(self._asking, "state", "")
+        rec = log.take(asking, key, agent.name) if log.replaying else None
+        if rec is not None:
             u = rec.usage
             usage = Usage(
                 prompt_tokens=int(u.get("prompt_tokens", 0)),
@@ -209,7 +219,7 @@ class LLMBackends:
             )
             return rec.reply, usage
         reply, usage = self._asked(agent, profile, messages, sender, fields)
-        log.add(RecordedCall(self._asking, profile.name, reply, _usage_fields(usage), key))
+        log.add(RecordedCall(asking, profile.name, reply, _usage_fields(usage), key, agent.name))
         return reply, usage
 
     def _asked(
@@ -263,7 +273,8 @@ class LLMBackends:
                 # when it is finalized, but it sits in a reference cycle with its own generators,
                 # which only the cycle collector frees: collect now, so the connection closes and
                 # the server stops generating (measured: otherwise it streamed to the end).
-                gc.collect()
+                with _COLLECTING:
+                    gc.collect()
                 raise
 
 

@@ -12,9 +12,14 @@ call must come from the same state and carry the same request hash as when it wa
 anything else means the replay no longer follows the recording (another environment, another
 flow) and raises :class:`ReplayDiverged` instead of feeding a reply to the wrong question.
 
+Calls made at once (the LLM branches of a :class:`~stateflow.parallel.Parallel`) reach the log in
+whatever order their threads run, so a call is matched to its recording by who asked (the
+agent's name), not by position alone: among the recorded calls of the current state not yet
+replayed, the one with the same asker and request hash answers it.
+
 >>> log = CallLog(replay=[RecordedCall("Solve", "local", "Action: submit", {"prompt_tokens": 5}, "k1")])
->>> log.replaying, log.take("Solve", "k1").reply, log.replaying
-(True, 'Action: submit', False)
+>>> log.replaying, log.take("Solve", "k1").reply, log.replaying, log.take("Solve", "k2")
+(True, 'Action: submit', False, None)
 """
 
 from __future__ import annotations
@@ -66,6 +71,8 @@ class RecordedCall:
         reply: the reply text, or the assistant message dict when it carries native tool calls.
         usage: ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``cost``, ``latency_s``.
         request: :func:`messages_key` of the request.
+        asker: the name of the agent that asked ("" in records made before it was kept; such
+            calls are matched by state and request only).
     """
 
     state: str
@@ -73,6 +80,7 @@ class RecordedCall:
     reply: str | dict[str, Any]
     usage: dict[str, Any]
     request: str
+    asker: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,9 +99,13 @@ class RecordedCall:
         ]
         if not isinstance(data.get("reply"), str | dict):
             problems.append("reply: expected a string or an object")
+        if not isinstance(data.get("asker", ""), str):
+            problems.append("asker: expected str")
         if problems:
             raise StateFlowError(f"{where or 'recorded call'}: invalid model call ({'; '.join(problems)})")
-        return cls(data["state"], data["profile"], data["reply"], dict(data["usage"]), data["request"])
+        return cls(
+            data["state"], data["profile"], data["reply"], dict(data["usage"]), data["request"], data.get("asker", "")
+        )
 
 
 @dataclass
@@ -101,7 +113,7 @@ class CallLog:
     """The model calls of one run (see the module docstring).
 
     Args:
-        replay: recorded calls that answer this run's first calls, in order.
+        replay: recorded calls that answer this run's first calls.
 
     Attributes:
         calls: every call of this run so far, the replayed ones included (as recorded).
@@ -111,6 +123,7 @@ class CallLog:
     replay: list[RecordedCall] = field(default_factory=list)
     calls: list[RecordedCall] = field(default_factory=list)
     replayed: int = 0
+    _taken: set[int] = field(default_factory=set, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -118,27 +131,39 @@ class CallLog:
 
     @property
     def replaying(self) -> bool:
-        """Whether the next call is answered from the recording."""
+        """Whether recorded calls remain to answer this run's next calls."""
         return self.replayed < len(self.replay)
 
-    def take(self, state: str, request: str) -> RecordedCall:
-        """The recorded answer to the next call, asked from ``state`` with request hash ``request``.
+    def take(self, state: str, request: str, asker: str = "") -> RecordedCall | None:
+        """The recorded answer to a call asked from ``state`` by ``asker`` with request hash
+        ``request``, or ``None`` once every recorded call has been replayed.
 
         Raises:
-            ReplayDiverged: the recording asked from another state, or another question, there.
+            ReplayDiverged: no recorded call of the current state (the first one not yet
+                replayed) was asked by ``asker`` with this request.
         """
         with self._lock:
-            index = self.replayed
-            rec = self.replay[index]
-            if rec.state != state or rec.request != request:
-                raise ReplayDiverged(
-                    index,
-                    f"from {rec.state!r} (request {rec.request[:12]})",
-                    f"from {state!r} (request {request[:12]})",
-                )
-            self.replayed += 1
-            self.calls.append(rec)
-            return rec
+            first = next((i for i in range(len(self.replay)) if i not in self._taken), None)
+            if first is None:
+                return None
+            current = self.replay[first].state
+            for i in range(first, len(self.replay)):
+                rec = self.replay[i]
+                if rec.state != current:
+                    break  # calls made at once share their state: look no further
+                if i in self._taken:
+                    continue
+                if rec.state == state and rec.request == request and (not rec.asker or rec.asker == asker):
+                    self._taken.add(i)
+                    self.replayed += 1
+                    self.calls.append(rec)
+                    return rec
+            rec = self.replay[first]
+            raise ReplayDiverged(
+                first,
+                f"from {rec.state!r} (request {rec.request[:12]})",
+                f"from {state!r} (request {request[:12]})",
+            )
 
     def add(self, call: RecordedCall) -> None:
         """Keep a call that a model answered."""

@@ -15,6 +15,7 @@ from stateflow import (
     Judge,
     MemoryCheckpointer,
     ModelProfile,
+    Parallel,
     Prompt,
     RunResult,
     State,
@@ -274,3 +275,30 @@ def test_tool_calls_and_judge_questions_are_reported_before_they_run():
     assert sum(isinstance(e, ToolCalled) for e in seen) == 1  # reported once, not again with its step
     assert sum(isinstance(e, JudgeAsked) for e in seen) == 1
     assert _comparable([e for e in seen if not isinstance(e, TokenDelta)]) == _comparable(events_of(result, task="t"))
+
+
+def test_cancelling_during_parallel_llm_branches_cancels_the_run_not_a_branch():
+    # Both branches stream from their own threads; the consumer's cancel (raised from the sink at
+    # the first token) must end the run as cancelled, even when the merge takes failures, and
+    # stop every branch's stream.
+    def joined(ctx, results):
+        return ToolResult(" | ".join(r.content for r in results))
+
+    words = " ".join(f"w{i}" for i in range(200))
+    ask = State("Ask", Prompt("Talk."), Parallel(LLM(), LLM(), merge=joined, merge_failures=True))
+    flow = Flow("fan", initial=ask, transitions=[Transition(ask, State("End", final=True))])
+    seen: list[str] = []
+
+    def sink(event) -> None:
+        if isinstance(event, TokenDelta):
+            seen.append(event.agent)
+            raise RunCancelled("stop")
+
+    with FakeOpenAIServer(lambda m, msgs, b: words, chunk_delay_s=0.01) as srv:
+        with pytest.raises(RunCancelled):
+            run(flow, "t", models=_profile(srv.url), telemetry=False, on_event=sink)
+        deadline = time.monotonic() + 5
+        while srv.active and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert srv.active == 0 and srv.aborted == 2  # neither branch streamed to its end
+    assert seen and set(seen) <= {"Ask__llm", "Ask__llm_2"}

@@ -174,3 +174,46 @@ def test_an_unknown_profile_of_a_branch_fails_before_any_call():
     with pytest.raises(ConfigError, match="unknown profile 'nope'"):
         run(_one_state(par), "T", models=scripted(), telemetry=False)
     assert called == []
+
+
+def test_a_replayed_run_gives_each_llm_branch_its_own_recorded_reply():
+    # Recording: the first branch answers last, so the log holds [other, fast]. Replay answers
+    # from the log without asking: each branch must get its own reply back, not the one that
+    # happens to be next in the log (a whatif through a Parallel state would swap them).
+    from stateflow.backends.call_log import CallLog
+
+    def respond(model, messages, body):
+        if model == "fast-model":
+            time.sleep(NAP)
+        return f"{model} says hi"
+
+    ask = State("Ask", Prompt("Hi?"), Parallel(LLM(), LLM(profile="other"), merge=_joined))
+    flow = Flow("ask", initial=ask, transitions=[Transition(ask, State("End", final=True))])
+    with FakeOpenAIServer(respond) as srv:
+        fast = ModelProfile(name="fast", model="fast-model", base_url=srv.url, api_key_env=None)
+        other = ModelProfile(name="other", model="other-model", base_url=srv.url, api_key_env=None)
+        models = ModelAssignment.of(fast, profiles=[other])
+        log = CallLog()
+        first = run(flow, "T", models=models, telemetry=False, calls=log)
+        assert [c.profile for c in log.calls] == ["other", "fast"]
+        for _ in range(3):
+            asked = len(srv.requests)
+            again = CallLog(replay=log.calls)
+            replayed = run(flow, "T", models=models, telemetry=False, calls=again)
+            assert len(srv.requests) == asked and again.replayed == 2
+            assert replayed.history.last().content == first.history.last().content
+    assert first.history.last().content == "llm=fast-model says hi | llm[other]=other-model says hi"
+
+
+def test_calls_made_at_once_are_logged_under_the_state_that_asked():
+    from stateflow.backends.call_log import CallLog
+
+    draft = State("Draft", Prompt("DRAFT"), LLM())
+    inner = Flow("writer", initial=draft, transitions=[Transition(draft, State("Done", final=True))])
+    flow = _one_state(Parallel(inner, LLM(), merge=_joined))
+    with FakeOpenAIServer(lambda model, messages, body: "ok") as srv:
+        models = ModelAssignment.of(ModelProfile(name="fast", model="m", base_url=srv.url, api_key_env=None))
+        for _ in range(5):
+            log = CallLog()
+            run(flow, "T", models=models, telemetry=False, calls=log)
+            assert sorted((c.state, c.asker) for c in log.calls) == [("Draft", "assistant"), ("Fan", "Fan__llm")]
