@@ -124,7 +124,9 @@ def main() -> None:
     print(
         f"\nmean {mean:.1f} model-s per episode; exhaustive {exhaustive:,.0f} model-s ({exhaustive / 3600:.1f} h); "
         f"projected search {spent:,.0f} model-s ({spent / 3600:.1f} h, ratio {spent / exhaustive:.2f}); "
-        f"budget {space.budget.limit:,.0f} ({space.budget.limit / exhaustive:.2f} of exhaustive); "
+        f"budget {space.budget.limit:,.0f} ({space.budget.limit / exhaustive:.2f} of exhaustive"
+        + (f", capped at a share of {space.budget.share:.2f}" if space.budget.share else "")
+        + "); "
         f"+ held-out ~{held:,.0f} model-s ({held / 60:.0f} min)"
     )
 

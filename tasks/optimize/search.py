@@ -222,9 +222,10 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
                 sum(episode_cost(x, unit) for x in measured) / len(measured) if measured else space.budget.estimate()
             )
             spent = sum(res.spent for res in results.values())
-            if spent + (n - len(done)) * per_episode > space.budget.limit:
+            cap = _cap(space.budget.limit, space.budget.share, results, per_episode, len(pool))
+            if spent + (n - len(done)) * per_episode > cap:
                 console.print(
-                    f"budget: {spent:.0f} of {space.budget.limit:g} {unit} spent; {c.label} on {n} tasks "
+                    f"budget: {spent:.0f} of {cap:.0f} {unit} spent; {c.label} on {n} tasks "
                     "does not fit, the search stops here"
                 )
                 stop = "budget"
@@ -306,6 +307,18 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
             save_prompt_set(run.archive.parent, RewrittenPrompt(name.rsplit("@", 1)[0], rewrite.state, rewrite.text))
     (run.out / SUMMARY_NAME).write_text(summary.to_json())
     return summary
+
+
+def _cap(
+    limit: float, share: float | None, results: dict[str, CandidateResult], per_episode: float, pool: int
+) -> float:
+    """What the search may spend: ``limit``, or less when ``share`` of the exhaustive cost is less
+    (each candidate on the whole pool at its measured cost per episode, ``per_episode`` for one
+    not yet run)."""
+    if share is None:
+        return limit
+    exhaustive = sum((res.cost if res.n else per_episode) * pool for res in results.values())
+    return min(limit, share * exhaustive)
 
 
 def _pick(results: Sequence[CandidateResult]) -> CandidateResult | None:

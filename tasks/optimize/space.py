@@ -113,6 +113,9 @@ class BudgetSettings(BaseModel):
         limit: the most the search spends (the held-out evaluation is not counted).
         per_episode: what one episode is assumed to cost until the search has measured some
             (default: 5 model-seconds or 2,000 tokens); it decides whether a candidate fits.
+        share: also stop before spending more than this share of the exhaustive cost (every
+            candidate on the whole pool, each at its cost per episode measured so far, the mean
+            of all measured episodes for one not yet run); ``None``: only ``limit`` applies.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -120,6 +123,9 @@ class BudgetSettings(BaseModel):
     unit: Literal["model_seconds", "tokens"] = "model_seconds"
     limit: float = Field(gt=0.0)
     per_episode: float | None = Field(None, gt=0.0)
+    # a share, not an amount: a loaded machine makes every model-second dearer, and this cap
+    # scales with the measured costs where a fixed limit would stop the search early
+    share: float | None = Field(None, gt=0.0, le=1.0)
 
     def estimate(self) -> float:
         """The assumed cost of one episode before any is measured."""

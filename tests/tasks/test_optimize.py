@@ -245,6 +245,16 @@ def test_budget_stops_the_search_and_the_front_uses_what_ran(server, tmp_path):
     assert 0 < sum(1 for r in summary.candidates if r.n) < len(summary.candidates)
 
 
+def test_a_budget_share_caps_the_search_at_that_share_of_the_exhaustive_cost(server, tmp_path):
+    # without a share this search runs to the end at more than 40 % of the exhaustive cost
+    free = optimize(_run(server, tmp_path / "free", _space(heldout=None)))
+    assert free.stop == "complete" and free.spent > 0.4 * free.exhaustive
+    capped = _space(heldout=None, budget={"unit": "tokens", "limit": 1e9, "per_episode": 100, "share": 0.4})
+    summary = optimize(_run(server, tmp_path / "capped", capped))
+    assert summary.stop == "budget" and summary.spent <= 0.4 * summary.exhaustive
+    assert 0 < sum(1 for r in summary.candidates if r.n) <= len(summary.candidates)
+
+
 def test_another_space_in_the_same_directory_is_refused(server, tmp_path):
     optimize(_run(server, tmp_path / "opt", _space(levers=[], profiles=["good"], states=[])))
     with pytest.raises(SpaceError, match=r"another space .*levers"):
