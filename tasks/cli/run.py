@@ -234,6 +234,14 @@ def register(app: typer.Typer) -> None:
         stream: Annotated[
             bool, typer.Option("--stream", help="with a flow target: print states, tokens and tool calls as they come")
         ] = False,
+        live_tokens: Annotated[
+            bool,
+            typer.Option(
+                "--live-tokens",
+                help="stream every model reply so `stateflow ui`'s live page shows its tokens as they arrive "
+                "(streamed calls report no cached prompt tokens)",
+            ),
+        ] = False,
         list_methods: Annotated[bool, typer.Option("--list-methods", help="list methods and exit")] = False,
         explain: Annotated[
             str | None, typer.Option("--explain", help="print a method's recipe, levers and measured effects, and exit")
@@ -307,6 +315,7 @@ def register(app: typer.Typer) -> None:
             retry_errors=retry_errors,
             mix_settings=mix_settings,
             order=order.value,
+            live_tokens=live_tokens,
         )
         from stateflow.tasks.harness.repeats import check_repeats, repeat_rows, repeat_table, run_repeats
 

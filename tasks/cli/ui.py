@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -30,6 +31,10 @@ def register(app: typer.Typer) -> None:
         ] = "127.0.0.1",
         port: Annotated[int, typer.Option("--port", min=0, max=65535, help="port (0: any free one)")] = 8765,
         verbose: Annotated[bool, typer.Option("--verbose", help="log every request")] = False,
+        config: Annotated[
+            Path | None,
+            typer.Option(help="TOML file with the runs' [profiles.*]: what an episode page's replays may use"),
+        ] = None,
     ) -> None:
         """Serve a local web app over runs: overview, tasks, episodes, side by side, live."""
         from stateflow.tasks.ui.app import UiApp
@@ -45,7 +50,17 @@ def register(app: typer.Typer) -> None:
             console.print(
                 f"[yellow]warning:[/] listening on {escape(host)}: anyone who can reach it sees every prompt and reply"
             )
-        app = UiApp(index, template_cache=cache_dir() / "ui" / "templates")
+        from stateflow.tasks.harness.registry import default_registry
+        from stateflow.tasks.ui.whatif_jobs import WhatIfJobs
+
+        from stateflow.profiles import ModelAssignment, load_config
+
+        profiles = load_config(config) if config else ModelAssignment.of(None)
+        app = UiApp(
+            index,
+            template_cache=cache_dir() / "ui" / "templates",
+            whatif=WhatIfJobs(default_registry(), profiles),
+        )
         server = UiServer(app, host, port, verbose=verbose)
         n = sum(s.records for s in index.summaries)
         console.print(f"{n} episode(s) from {len(index.sources)} source(s); open {server.url}  (Ctrl-C stops)")

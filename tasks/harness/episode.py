@@ -27,6 +27,7 @@ from stateflow import ModelAssignment, ModelProfile, run
 from stateflow.backends.call_log import CallLog, RecordedCall
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
+from stateflow.events import EventSink
 
 __all__ = ["ORACLE_PROFILE", "EpisodeSpec", "crashed_local_servers", "oracle_script", "run_episode"]
 
@@ -101,9 +102,23 @@ def _submit_for_agent(env: Environment) -> tuple[float, dict[str, Any]]:
 
 
 def run_episode(
-    env: Environment, index: int, spec: EpisodeSpec, clock: Callable[[], float] = time.perf_counter
+    env: Environment,
+    index: int,
+    spec: EpisodeSpec,
+    clock: Callable[[], float] = time.perf_counter,
+    *,
+    on_event: EventSink | None = None,
+    tokens: bool = False,
 ) -> EpisodeRecord:
-    """Run one task and return its result record (never raises for agent or model failures)."""
+    """Run one task and return its result record (never raises for agent or model failures).
+
+    Args:
+        on_event: receives the run's events as they happen (:mod:`stateflow.events`; the runner's
+            side file for ``stateflow ui``). What it raises ends the episode as an error.
+        tokens: with ``on_event``, stream the model replies and report their tokens. Streamed
+            calls report no cached prompt tokens (AutoGen 0.14 assembles a streamed reply's usage
+            without them), so this is off unless asked for.
+    """
     t0 = clock()
     task = env.task(index)
     env.reset(index)
@@ -130,6 +145,8 @@ def run_episode(
         timeout_s=spec.timeout_s,
         raise_errors=False,
         calls=calls,
+        on_event=on_event,
+        tokens=tokens,
     )
     v = episode_vars(result)
     status = "ok"

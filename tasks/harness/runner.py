@@ -40,6 +40,7 @@ from stateflow.tasks.harness.identity import (
     models_fingerprint,
     prompts_fingerprint,
 )
+from stateflow.tasks.harness.live_file import LIVE_DIR, LiveEpisode, LiveFile, clear_live, live_path
 from stateflow.tasks.harness.order import RUN_ORDERS, RunOrder, episode_order
 from stateflow.tasks.harness.records import ResultsFile, latest_records, record_key
 from stateflow.tasks.harness.run_lock import LOCK_NAME, RunLock
@@ -183,6 +184,10 @@ class RunSpec:
     # one of K repeats (stateflow.tasks.harness.repeats): its index and the sampler seed every profile gets
     repeat: int | None = None
     seed: int | None = None
+    # the episodes in flight write their events to OUT/live/ for `stateflow ui` (stateflow.tasks.harness.live_file);
+    # live_tokens also streams every model reply there token by token (streamed calls report no cached tokens)
+    live: bool = True
+    live_tokens: bool = False
 
     def __post_init__(self) -> None:
         if self.order not in RUN_ORDERS:
@@ -340,10 +345,16 @@ class RunSummary:
     identities: dict[str, EpisodeIdentity] = field(default_factory=dict)
 
 
+# Where the output is not a terminal (a log file, nohup, CI), the progress bar draws nothing
+# until the run ends; a plain line at most this often says how far the run is instead.
+PLAIN_PROGRESS_EVERY_S = 10.0
+
+
 class _Live:
-    """Running totals shown in the progress bar."""
+    """Running totals shown in the progress bar (and in plain progress lines)."""
 
     def __init__(self) -> None:
+        self.started = self.last_line = time.monotonic()
         self.done = self.solved = self.errors = 0
         self.tokens = 0
         self.cost = 0.0
@@ -364,6 +375,14 @@ class _Live:
         # the share of prompt tokens the server evaluated (the rest came from its prompt cache)
         share = f" | eval/sent {(self.sent - self.cached) / self.sent:.2f}" if self.sent else ""
         return f"SR {sr:5.1f}% | {self.tokens / 1000:.1f}k tok{share} | ${self.cost:.4f}{err}"
+
+    def plain_line(self, total: int, *, last: bool) -> str | None:
+        """The progress as one line of text, when one is due (every few seconds, and at the end)."""
+        now = time.monotonic()
+        if not last and now - self.last_line < PLAIN_PROGRESS_EVERY_S:
+            return None
+        self.last_line = now
+        return f"progress: {self.done}/{total} episodes | {self.text()} | {now - self.started:.0f}s"
 
 
 def evaluate(
@@ -474,12 +493,20 @@ def evaluate(
         if created and not results.path.exists():  # nothing recorded: leave no empty directory behind
             for name in ("run.json", FLOW_CARDS_NAME, LOCK_NAME):
                 (spec.out / name).unlink(missing_ok=True)
+            _drop_live(spec.out)
             with contextlib.suppress(OSError):
                 spec.out.rmdir()
         raise
     finally:
         if lock is not None:
+            _drop_live(spec.out)  # none is in flight any more (a killed run's are swept at the next start)
             lock.release()
+
+
+def _drop_live(out: Path) -> None:
+    clear_live(out)
+    with contextlib.suppress(OSError):
+        (out / LIVE_DIR).rmdir()
 
 
 def _archived(
@@ -536,6 +563,7 @@ def _run(
             indent=2,
         )
     )
+    clear_live(spec.out)  # a killed run's episodes are not in flight any more
     if skipped:
         console.print(f"resuming: {skipped} episode(s) already in {results.path}, {len(jobs)} to run")
     http = HttpClients()
@@ -584,20 +612,39 @@ def _run(
 
     def work(env: Environment, job: tuple[str, int]) -> EpisodeRecord:
         method, index = job
-        record = run_episode(env, index, specs[method]).stamped(*stamps[method])
+        side: LiveFile | None = None
+        if spec.live:
+            started = LiveEpisode(method, index, env.task(index).query, identities[method].models, time.time())
+            side = LiveFile(live_path(spec.out, identities[method].digest, index), started)
+        try:
+            record = run_episode(env, index, specs[method], on_event=side, tokens=spec.live_tokens)
+        except BaseException:
+            if side is not None:
+                side.close()
+            raise
+        if side is not None:
+            side.end(record.status)
+        record = record.stamped(*stamps[method])
         return record.model_copy(update={"sample": sample}) if sample else record
 
     def on_interrupt() -> None:
         console.print("[yellow]interrupted:[/] finishing the episodes in flight (Ctrl-C again to abort)")
 
+    plain = progress and not console.is_terminal
     with bar:
         tid = bar.add_task(f"{spec.bench.name} {','.join(spec.methods)}", total=len(jobs), stats=live.text())
         try:
             for record in executor.run(jobs, work, on_interrupt):
                 results.append(record)  # recorded before anything else can go wrong
+                if spec.live:  # its record is saved: the episode is no longer in flight
+                    with contextlib.suppress(OSError):
+                        live_path(spec.out, record.identity_digest or "", record.task).unlink(missing_ok=True)
                 new_records.append(record)
                 live.add(record)
                 bar.update(tid, advance=1, stats=live.text())
+                line = live.plain_line(len(jobs), last=live.done == len(jobs)) if plain else None
+                if line is not None:
+                    console.print(line, markup=False, highlight=False)
         except KeyboardInterrupt:
             console.print("[red]aborted[/]; finished episodes are saved")
             interrupted = True

@@ -216,6 +216,7 @@ def plan_whatif(
     base: ModelAssignment | None = None,
     tasks: str = "all",
     out: Path | None = None,
+    identity_digest: str | None = None,
 ) -> WhatIfPlan:
     """Check a what-if and list the episodes it re-runs (nothing runs, nothing is written).
 
@@ -228,6 +229,8 @@ def plan_whatif(
         base: the profiles known to the run (a ``--config`` file's; default: the built-in ones).
         tasks: which recorded tasks (``all``, ``A:B``, ``0,4,9``).
         out: where the new records go (default: ``source/whatif-<at>-<change>``).
+        identity_digest: only the records of this setting (one method's episodes; ``stateflow
+            ui`` replays one episode); ``None``: every setting in ``source``.
 
     Raises:
         ConfigError: no records; records without identity or without their model calls (older
@@ -253,7 +256,7 @@ def plan_whatif(
     episodes: list[WhatIfEpisode] = []
     not_reached: list[int] = []
     for r in records:
-        if r.task not in wanted:
+        if r.task not in wanted or (identity_digest is not None and r.identity_digest != identity_digest):
             continue
         identity = _identity(r, where)
         digest = r.identity_digest or identity.digest

@@ -4,6 +4,8 @@
   reading lines with :mod:`.lines`; :mod:`.summary`: the overview's persisted sums of
   :mod:`.figures` (a first page reads them instead of the records);
 * :mod:`.overview`, :mod:`.task_query`, :mod:`.steps`, :mod:`.graph`: what each page shows;
+* :mod:`.live`: the live page's feed (the runner's side files of episodes in flight, as
+  server-sent events); :mod:`.whatif_jobs`: replays started from an episode page;
 * :mod:`.app`: the pages (request in, response out), :mod:`.server`: HTTP on 127.0.0.1.
 
 The templates (``templates/``) and assets (``static/``) are shared with the one-file report

@@ -9,8 +9,10 @@ the values the index holds; files are served only from inside the directories th
 
 from __future__ import annotations
 
+import hmac
 import json
 import mimetypes
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +23,11 @@ import jinja2
 from stateflow.tasks.harness.flow_cards import FlowCard, load_cards
 from stateflow.tasks.ui.graph import GraphCache
 from stateflow.tasks.ui.index import IndexedEpisode, RunIndex
+from stateflow.tasks.ui.live import LiveFeed
 from stateflow.tasks.ui.overview import Cell, paired, state_bars, success_plot
-from stateflow.tasks.ui.steps import align, steps_of, submission_of, taken_edges
+from stateflow.tasks.ui.steps import Step, align, steps_of, submission_of, taken_edges
 from stateflow.tasks.ui.task_query import QueryError, TaskQuery, choices_of, run_query
+from stateflow.tasks.ui.whatif_jobs import BusyError, WhatIfJob, WhatIfJobs
 
 from stateflow.errors import ConfigError
 
@@ -76,12 +80,67 @@ def asset(name: str) -> str:
 class UiApp:
     """The pages over a :class:`RunIndex` (see the module docstring)."""
 
-    def __init__(self, index: RunIndex, *, live_poll_s: float = 2.0, template_cache: Path | None = None):
-        """Serve ``index``; ``template_cache`` keeps compiled templates between starts (see :func:`renderer`)."""
+    def __init__(
+        self,
+        index: RunIndex,
+        *,
+        live_poll_s: float = 2.0,
+        template_cache: Path | None = None,
+        whatif: WhatIfJobs | None = None,
+    ):
+        """Serve ``index``; ``template_cache`` keeps compiled templates between starts (see
+        :func:`renderer`); ``whatif`` lets episode pages start replays (``None``: they cannot)."""
         self.index = index
         self.graphs = GraphCache()
         self.env = renderer(template_cache)
         self.live_poll_s = live_poll_s
+        self.whatif = whatif
+        # Every form that changes something carries this; a page elsewhere cannot read it (the
+        # same-origin policy), so it cannot post on the user's behalf (CSRF).
+        self.token = secrets.token_urlsafe(24)
+
+    # -- changes (POST) ----------------------------------------------------------------------------
+    def post(self, path: str, params: Mapping[str, str]) -> Response:
+        """Answer a POST of ``path`` with the form ``params`` (only ``/whatif``)."""
+        if path != "/whatif":
+            return self._error(404, f"no form posts to {path!r}")
+        if not hmac.compare_digest(params.get("token", ""), self.token):
+            return self._error(403, "the form's token is missing or stale: reload the episode page and try again")
+        if self.whatif is None:
+            return self._error(404, "replays are off in this server")
+        try:
+            self.index.refresh()
+            ep = self._episode_param(params)
+            source = self.index.sources[ep.ref.source]
+            if source.given_file:
+                raise QueryError(
+                    f"source {ep.ref.source} is the file {source.path.name}; replays need a results directory "
+                    "given to `stateflow ui` (they write next to its records)"
+                )
+            record = self.index.load(ep)
+            at, profile = params.get("at", ""), params.get("profile", "")
+            if at not in record.path:
+                raise QueryError(f"at={at!r} is not a state of this episode's path ({' > '.join(record.path)})")
+            if profile not in self.whatif.profile_names():
+                known = ", ".join(self.whatif.profile_names()) or "none (start `stateflow ui` with --config)"
+                raise QueryError(f"profile={profile!r} is not a known model profile; known: {known}")
+            job = self.whatif.start(ep.ref.source, source.root, record, at, profile)
+        except QueryError as err:
+            return self._error(400, str(err))
+        except BusyError as err:
+            return self._error(429, str(err))
+        except ConfigError as err:
+            return self._error(409, str(err))
+        where = urlencode({"src": ep.ref.source, "id": record.identity_digest or "", "task": record.task})
+        return Response(303, b"", headers={"Location": f"/episode?{where}&job={job.id}#whatif"})
+
+    def whatif_status(self, params: Mapping[str, str]) -> Response:
+        """``/api/whatif?job=N``: a replay's status as JSON (the episode page polls it)."""
+        raw = params.get("job", "")
+        job = self.whatif.get(int(raw)) if self.whatif is not None and raw.isdigit() and len(raw) < 9 else None
+        if job is None:
+            raise QueryError(f"no replay job={raw!r}")
+        return Response(200, json.dumps(job.to_dict()).encode(), "application/json")
 
     # -- dispatch ----------------------------------------------------------------------------------
     def handle(self, path: str, params: Mapping[str, str]) -> Response:
@@ -102,10 +161,12 @@ class UiApp:
                 "/episode": self.episode,
                 "/side": self.side_by_side,
                 "/api/stamp": self.stamp,
+                "/live": self.live,
+                "/api/whatif": self.whatif_status,
             }
             page = pages.get(path)
             if page is None:
-                return self._error(404, f"no page {path!r}: the pages are /, /tasks, /episode, /side")
+                return self._error(404, f"no page {path!r}: the pages are /, /tasks, /episode, /side, /live")
             return page(params)
         except QueryError as err:
             return self._error(400, str(err))
@@ -165,7 +226,17 @@ class UiApp:
     def stamp(self, _params: Mapping[str, str]) -> Response:
         return Response(200, json.dumps({"stamp": self._stamp_text()}).encode(), "application/json")
 
+    def live_feed(self) -> LiveFeed:
+        """A follower of the side files of every source that is a directory (``/api/live``)."""
+        roots = [(s.number, s.root) for s in self.index.sources if not s.given_file]
+        return LiveFeed(roots, poll_s=min(self.live_poll_s, 0.1))
+
     # -- pages ---------------------------------------------------------------------------------------
+    def live(self, _params: Mapping[str, str]) -> Response:
+        """The episodes in flight (filled by the page's script from ``/api/live``)."""
+        folders = [s.root for s in self.index.sources if not s.given_file]
+        return self._page("live.html", folders=folders)
+
     def _cells(self) -> list[Cell]:
         return self.index.cells()
 
@@ -232,8 +303,21 @@ class UiApp:
     def episode(self, params: Mapping[str, str]) -> Response:
         ep = self._episode_param(params)
         record = self.index.load(ep)
+        jobs = self.whatif.of_episode(ep.ref.source, record.identity_digest or "", record.task) if self.whatif else []
+        replays = [(j, _fork_steps(j)) for j in jobs]
+        can_replay = (
+            self.whatif is not None
+            and not self.index.sources[ep.ref.source].given_file
+            and bool(record.calls)
+            and (record.identity or {}).get("policy") != "oracle"  # a gold replay has no model to swap
+        )
         return self._page(
             "episode.html",
+            replays=replays,
+            can_replay=can_replay,
+            replay_states=[s for s in dict.fromkeys(record.path) if any(c.get("state") == s for c in record.calls)],
+            profiles=self.whatif.profile_names() if self.whatif else [],
+            token=self.token,
             ep=ep,
             r=record,
             graph=self.graphs.for_episode(record, self._cards(ep.ref.source)),
@@ -256,3 +340,12 @@ class UiApp:
             sub_a=submission_of(ra),
             sub_b=submission_of(rb),
         )
+
+
+def _fork_steps(job: WhatIfJob) -> list[Step]:
+    """A finished replay's steps from its fork point on (the steps before it are the recording's)."""
+    if job.outcome is None:
+        return []
+    steps = steps_of(job.outcome.after.history)
+    first = next((i for i, s in enumerate(steps) if s.state == job.at), len(steps))
+    return steps[first:]

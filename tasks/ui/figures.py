@@ -111,6 +111,21 @@ class CellTotals:
         for state, tokens in f.state_tokens:
             self.states[state] = self.states.get(state, 0.0) + tokens
 
+    def remove(self, f: EpisodeFigures) -> None:
+        """Take an episode's figures off the sums (a re-run replaced its record); a state no
+        longer holding tokens stays listed (the overview shows only states with tokens)."""
+        self.n -= 1
+        self.solved -= f.success
+        self.reward -= max(f.reward_raw, 0.0)
+        self.prompt_tokens -= f.prompt_tokens
+        self.completion_tokens -= f.completion_tokens
+        self.cached_tokens -= f.cached_tokens
+        self.cost -= f.cost
+        self.seconds -= f.wall_s
+        self.errored -= not f.ok
+        for state, tokens in f.state_tokens:
+            self.states[state] = self.states.get(state, 0.0) - tokens
+
     def merge(self, other: CellTotals) -> None:
         """Add another source's sums of the same row (their episodes are distinct)."""
         for name in ("n", "solved", "reward", "prompt_tokens", "completion_tokens", "cached_tokens", "cost"):

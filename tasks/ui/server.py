@@ -4,7 +4,8 @@ Why the standard library: the UI is a local, single-user viewer serving a few pa
 ``http.server.ThreadingHTTPServer`` does that with no dependency, and starlette/uvicorn are not
 in StateFlow's dependencies (they come only with llama-cpp-python's ``[server]`` extra).
 
-What the server enforces on every request, whatever the page: only ``GET`` and ``HEAD``; a
+What the server enforces on every request, whatever the page: only ``GET``, ``HEAD`` and
+the pages' own forms (``POST``, see :meth:`_Handler.do_POST`); a
 ``Host`` header naming this server (a web page elsewhere cannot reach it through a DNS name it
 controls: "DNS rebinding"); a request line of bounded length; and response headers that keep
 the pages from loading anything but this server's own assets (Content-Security-Policy) or being
@@ -32,9 +33,12 @@ _SECURITY_HEADERS = {
     ),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" on the pages' own form posts
+    "Referrer-Policy": "same-origin",
 }
 _MAX_TARGET = 4096  # characters of a request target; the pages' URLs are far shorter
+_MAX_STREAMS = 16  # live pages open at once (each holds a thread polling the side files)
+_MAX_FORM = 4096  # bytes of a posted form; the what-if form is about 150
 
 
 def is_loopback(host: str) -> bool:
@@ -78,6 +82,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(self._plain(421, f"this server answers only to {allowed}"), head=head)
             return
         parts = urlsplit(self.path)
+        if parts.path == "/api/live" and not head:
+            self._stream()
+            return
         params = dict(parse_qsl(parts.query, keep_blank_values=True, max_num_fields=64))
         try:
             resp = self.server.app.handle(parts.path, params)
@@ -88,16 +95,81 @@ class _Handler(BaseHTTPRequestHandler):
             resp = self._plain(500, "internal error (see the terminal running `stateflow ui`)")
         self._send(resp, head=head)
 
+    def _stream(self) -> None:
+        """``/api/live``: the live feed as server-sent events, until the page goes away or the
+        server stops (its own thread: the other pages are served meanwhile)."""
+        self.close_connection = True
+        if not self.server.streams.acquire(blocking=False):
+            self._send(self._plain(503, f"{_MAX_STREAMS} live pages are open already: close one"))
+            return
+        try:
+            self._stream_events()
+        finally:
+            self.server.streams.release()
+
+    def _stream_events(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Connection", "close")
+        for k, v in _SECURITY_HEADERS.items():
+            self.send_header(k, v)
+        self.end_headers()
+        try:
+            for chunk in self.server.app.live_feed().events(self.server.stopping):
+                self.wfile.write(chunk)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the page was closed
+
     def do_GET(self) -> None:
         self._answer(head=False)
 
     def do_HEAD(self) -> None:
         self._answer(head=True)
 
-    def _refuse(self) -> None:
-        self._send(self._plain(405, "only GET and HEAD"))
+    def do_POST(self) -> None:
+        """A form of this server's pages (the what-if replay). Besides the checks of every
+        request, the post must come from this server's own pages: no cross-site ``Origin`` or
+        ``Sec-Fetch-Site``, a form body of bounded size, and the page's token (checked by the app)."""
+        self.close_connection = True  # the body may be left unread on a refusal
+        host = (self.headers.get("Host") or "").strip().lower()
+        if host not in self.server.allowed_hosts:
+            self._send(self._plain(421, "this server answers only to its own address"))
+            return
+        origin = (self.headers.get("Origin") or "").strip().lower()
+        if origin and origin not in {f"http://{h}" for h in self.server.allowed_hosts}:
+            self._send(self._plain(403, f"a post from {origin} is refused: only this server's pages post here"))
+            return
+        if (self.headers.get("Sec-Fetch-Site") or "same-origin") not in ("same-origin", "none"):
+            self._send(self._plain(403, "a cross-site post is refused"))
+            return
+        kind = (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if kind != "application/x-www-form-urlencoded":
+            self._send(self._plain(415, "post the page's form (application/x-www-form-urlencoded)"))
+            return
+        try:
+            length = int(self.headers.get("Content-Length") or "-1")
+        except ValueError:
+            length = -1
+        if not 0 <= length <= _MAX_FORM:
+            self._send(self._plain(413, f"a form body of 0..{_MAX_FORM} bytes with its Content-Length"))
+            return
+        body = self.rfile.read(length).decode("utf-8", errors="replace")
+        try:
+            params = dict(parse_qsl(body, keep_blank_values=True, max_num_fields=16))
+            resp = self.server.app.post(urlsplit(self.path).path, params)
+        except ValueError as err:
+            resp = self._plain(400, str(err))
+        except Exception:
+            self.server.report_error()
+            resp = self._plain(500, "internal error (see the terminal running `stateflow ui`)")
+        self._send(resp)
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
+    def _refuse(self) -> None:
+        self._send(self._plain(405, "only GET, HEAD and the pages' own forms (POST)"))
+
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
 
 
 class UiServer(ThreadingHTTPServer):
@@ -109,6 +181,8 @@ class UiServer(ThreadingHTTPServer):
         super().__init__((host, port), _Handler)
         self.app = app
         self.verbose = verbose
+        self.stopping = threading.Event()  # ends the live feeds' streams
+        self.streams = threading.BoundedSemaphore(_MAX_STREAMS)
         bound = self.server_address[1]
         names = {host, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {host}
         self.allowed_hosts = {f"{n}:{bound}".lower() for n in names}
@@ -117,6 +191,14 @@ class UiServer(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/"
+
+    def shutdown(self) -> None:
+        self.stopping.set()
+        super().shutdown()
+
+    def server_close(self) -> None:
+        self.stopping.set()
+        super().server_close()
 
     def report_error(self) -> None:
         """Print the exception being handled (a page failed) where the user started the server."""

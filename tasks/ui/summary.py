@@ -2,14 +2,18 @@
 
 The overview (and the live pages' change check) needs only sums per overview row: episodes,
 successes, reward, tokens, cost, seconds, errors and tokens per state. :class:`SourceSummary`
-keeps those sums (:class:`~stateflow.tasks.ui.overview.CellTotals`, a few hundred bytes per row)
-and, to keep them right when a re-run episode replaces its older record, each episode's figures
-(:class:`~stateflow.tasks.ui.overview.EpisodeFigures`). Both are persisted in a summary
-directory (``stateflow ui`` uses ``<cache dir>/ui``), in two files: the *head* (the sums, the
-identities, the problems, and what the file looked like) and the *rows* (the figures, by
-column). Opening a directory of 10,000 episodes a second time reads the head only (a few KB);
-the rows are read when the file has grown, and the full index
-(:class:`~stateflow.tasks.ui.index.SourceIndex`) is built only when a page needs records.
+keeps those sums (:class:`~stateflow.tasks.ui.overview.CellTotals`, a few hundred bytes per row),
+the byte offset of each episode's counted record (a re-run episode replaces its older record:
+that one line is read back and its figures taken off the sums) and each episode's figures
+(:class:`~stateflow.tasks.ui.overview.EpisodeFigures`, needed only when two sources hold the same
+row). They are persisted in a summary directory (``stateflow ui`` uses ``<cache dir>/ui``), in
+two files: the *head* (the sums, the offsets, the identities, the problems, and what the file
+looked like) and the *rows* (the figures, by column, written when the file is summarised from
+its start; records appended later are read again from the file when the rows are needed).
+Opening a directory of 10,000 episodes a second time reads the head only; a file that grew is
+read from where the summary ended (a re-run episode costs one more line, its older record's);
+the full index (:class:`~stateflow.tasks.ui.index.SourceIndex`) is built only when a page needs
+records.
 
 A persisted summary is trusted only for the file it was made from: the same path and inode, a
 size at least the bytes it covered, and the same last 4 KB before that point (a SHA-256); the
@@ -36,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from stateflow.tasks.harness.records import record_key
-from stateflow.tasks.ui.figures import CellKey, CellTotals, EpisodeFigures, cell_key, totals_of
+from stateflow.tasks.ui.figures import CellKey, CellTotals, EpisodeFigures, cell_key
 from stateflow.tasks.ui.lines import Problem, Stamp, parse_line
 
 __all__ = ["FORMAT", "SourceSummary", "summary_file"]
 
-FORMAT = 1
+FORMAT = 2
 """Version of the persisted summary's layout (another version is ignored and rewritten)."""
 _TAIL = 4096  # bytes before the summarised end whose hash must match for the summary to extend
 _CHUNK = 4 << 20  # bytes read at a time: bounds memory whatever the file's size
@@ -76,7 +80,9 @@ class SourceSummary:
     problems: list[Problem] = field(default_factory=list)
     lines: int = 0
     torn_tail: int = 0
-    _keys: set[tuple[str, int]] = field(default_factory=set)
+    # each counted episode's key -> the byte offset of its record's line: a re-run episode's older
+    # figures are read back from there (one line) and taken off its row's sums
+    _keys: dict[tuple[str, int], int] = field(default_factory=dict)
     _rows: dict[tuple[str, int], EpisodeFigures] | None = field(default_factory=dict)  # None: on disk only
     _rows_dirty: bool = False  # rows changed other than by appending: the rows file is rewritten
     _generation: str = ""  # made at each summary from scratch; a rows file of another one is not used
@@ -132,7 +138,7 @@ class SourceSummary:
 
     # -- reading the results file ----------------------------------------------------------------
     def _reset(self, inode: int | None) -> None:
-        self.totals, self.identities, self.problems, self._keys, self._rows = {}, {}, [], set(), {}
+        self.totals, self.identities, self.problems, self._keys, self._rows = {}, {}, [], {}, {}
         self.lines = self._done = self.torn_tail = self._mtime_ns = 0
         self._tail_sha = ""
         self._generation = os.urandom(8).hex()
@@ -159,38 +165,54 @@ class SourceSummary:
             self.torn_tail = len(pending)
 
     def _read_from_done(self) -> None:
-        """Count the lines after the summarised end; the last line without a newline waits."""
-        start, new, replaced = self._done, [], False
-        for line, after in self._lines_from(start):
+        """Count the lines after the summarised end; the last line without a newline waits.
+
+        A re-run episode takes its older record's place: the older figures are read back from
+        their line (its offset is kept) and taken off the row's sums, so the cost of an appended
+        record does not depend on the file's size (sums of fractions may differ from a fresh
+        summary's in the last bits: they are added and subtracted in another order)."""
+        for line, after in self._lines_from(self._done):
             self.lines += 1
             self._done = after
             parsed = parse_line(line, self.path, self.lines, self.identities, light=True)
             if isinstance(parsed, Problem):
                 self.problems.append(parsed)
-            elif parsed is not None:
-                key = record_key(parsed[0])
-                replaced |= key in self._keys
-                self._keys.add(key)
-                new.append((key, EpisodeFigures.of(parsed[0])))
-        if replaced:  # a re-run episode takes its older record's place: the sums are made again
-            rows = self._rows if self._rows is not None else self._rows_at(start)
-            if rows is None:  # the older figures are not on disk: summarise the file again
-                self._reset(self._inode)
-                self._read_from_done()
-                return
-            for key, figures in new:
-                rows.pop(key, None)
-                rows[key] = figures
-            self._rows, self._rows_dirty = rows, True
-            self.totals = totals_of(rows.values())
-            return
-        for key, figures in new:
+                continue
+            if parsed is None:
+                continue
+            key = record_key(parsed[0])
+            figures = EpisodeFigures.of(parsed[0])
+            if key in self._keys:
+                older = self._figures_at(self._keys[key])
+                if older is None:  # the older line is not what it was: summarise the file again
+                    self._reset(self._inode)
+                    self._read_from_done()
+                    return
+                totals = self.totals.get(cell_key(older))
+                if totals is not None:
+                    totals.remove(older)
+                    if totals.n <= 0:
+                        del self.totals[cell_key(older)]
+            self._keys.pop(key, None)  # the newest record is the last one (as the rows' order)
+            self._keys[key] = after - len(line) - 1
             totals = self.totals.get(cell_key(figures))
             if totals is None:
                 totals = self.totals[cell_key(figures)] = CellTotals(figures.key_digest)
             totals.add(figures)
             if self._rows is not None:
+                self._rows.pop(key, None)
                 self._rows[key] = figures
+
+    def _figures_at(self, offset: int) -> EpisodeFigures | None:
+        """The figures of the record whose line starts at byte ``offset`` (``None``: no record there)."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(offset)
+                line = fh.readline()
+        except OSError:
+            return None
+        parsed = parse_line(line.rstrip(b"\n"), self.path, 0, {}, light=True)
+        return EpisodeFigures.of(parsed[0]) if isinstance(parsed, tuple) else None
 
     def _hash_tail(self) -> str:
         """SHA-256 of the last :data:`_TAIL` bytes before the summarised end."""
@@ -219,7 +241,7 @@ class SourceSummary:
                 return
             totals = {_cell_key(t[0]): _totals(t[1]) for t in data["totals"]}
             problems = [Problem(str(self.path), int(p[0]), _kind(p[1]), str(p[2]), str(p[3])) for p in data["problems"]]
-            keys = {(str(d), t) for d, tasks in data["keys"] for t in tasks if isinstance(t, int)}
+            keys = {(str(d), int(t)): int(at) for d, pairs in data["keys"] for t, at in pairs}
             identities, tail, generation = data["identities"], data["tail_sha"], data["generation"]
             if not all(isinstance(x, dict) for x in (identities, *identities.values())):
                 return
@@ -266,9 +288,9 @@ class SourceSummary:
             if not _write_json(rows_file, data):  # rows first: a head never outlives the rows it needs
                 return
             self._rows_dirty = False
-        by_digest: dict[str, list[int]] = {}
-        for digest, task in self._keys:
-            by_digest.setdefault(digest, []).append(task)
+        by_digest: dict[str, list[tuple[int, int]]] = {}
+        for (digest, task), at in self._keys.items():
+            by_digest.setdefault(digest, []).append((task, at))
         head = {
             "format": FORMAT,
             "path": str(self.path),

@@ -65,10 +65,12 @@ def test_kill_9_then_resume_then_other_settings_refused_then_mixed(tmp_path, bas
     partial = (out / "results.jsonl").read_bytes().count(b"\n")
     assert partial < 8, "the run finished before it was killed: nothing was resumed"
 
-    same = _run(*_bash_oracle(out))
+    # --live-tokens is how the episodes in flight are shown, not a setting: the run resumes
+    same = _run(*_bash_oracle(out, "--live-tokens"))
     assert same.returncode == 0, same.stderr[-1500:]
     records = _records(out)
     assert sorted(r["task"] for r in records) == list(range(8))  # no duplicate, no loss
+    assert not (out / "live").exists()  # the killed run's side files were swept, the new ones deleted
     assert len({r["identity_digest"] for r in records}) == 1 and all(r["success"] for r in records)
 
     before = (out / "results.jsonl").read_bytes()

@@ -83,6 +83,31 @@ def test_resume_skips_recorded_episodes(tmp_path, sql_available):
     assert sorted(tasks) == list(range(8))
 
 
+def test_a_run_whose_output_is_not_a_terminal_prints_plain_progress_lines(tmp_path, sql_available, monkeypatch):
+    # A log file (nohup, CI) gets no progress bar drawn until the end: plain lines say how far the
+    # run is, at most every PLAIN_PROGRESS_EVERY_S seconds and once at the end; a terminal gets none.
+    import io
+
+    from rich.console import Console
+    from stateflow.tasks.harness import runner
+
+    spec = RunSpec(INTERCODE_SQL, ("stateflow",), out=tmp_path / "log", tasks="0:4", **ORACLE_SPEC)
+    log = io.StringIO()
+    evaluate(spec, console=Console(file=log, width=200))
+    lines = [ln for ln in log.getvalue().splitlines() if ln.startswith("progress:")]
+    assert len(lines) == 1 and lines[0].startswith("progress: 4/4 episodes | SR 100.0%")
+
+    monkeypatch.setattr(runner, "PLAIN_PROGRESS_EVERY_S", 0.0)
+    log = io.StringIO()
+    evaluate(replace(spec, out=tmp_path / "every"), console=Console(file=log, width=200))
+    done = [ln.split()[1] for ln in log.getvalue().splitlines() if ln.startswith("progress:")]
+    assert done == ["1/4", "2/4", "3/4", "4/4"]
+
+    term = io.StringIO()
+    evaluate(replace(spec, out=tmp_path / "term"), console=Console(file=term, width=200, force_terminal=True))
+    assert "progress:" not in term.getvalue()
+
+
 @pytest.mark.parametrize(
     ("order", "expected"),
     [

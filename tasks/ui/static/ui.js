@@ -95,6 +95,7 @@ function setupLive() {
   const badge = document.getElementById("live");
   const every = parseInt(document.body.dataset.pollMs || "2000", 10);
   if (document.getElementById("playback")) { if (badge) badge.classList.add("paused"); return; } // an episode does not change
+  if (document.getElementById("live-episodes")) return; // the live page is fed by its own stream
   setInterval(async () => {
     try {
       const r = await fetch("/api/stamp", { cache: "no-store" });
@@ -110,6 +111,94 @@ function setupLive() {
       if (badge) badge.classList.add("paused");
     }
   }, every);
+}
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text; // model output: text only, never markup
+  return e;
+}
+
+function setupLiveEpisodes() {
+  // the episodes in flight: server-sent events from the runs' side files (tasks/ui/live.py)
+  const box = document.getElementById("live-episodes");
+  if (!box || !window.EventSource) return;
+  const none = document.getElementById("live-none");
+  const panels = new Map();
+  function panel(key) {
+    let p = panels.get(key);
+    if (p) return p;
+    const root = el("section", "live-ep");
+    root.dataset.file = key;
+    const head = el("h2", "lhead", "episode " + key);
+    const now = el("p", "lstate");
+    const path = el("p", "path");
+    const tokens = el("pre", "tokens");
+    const steps = el("div", "lsteps");
+    root.append(head, now, path, tokens, steps);
+    box.append(root);
+    p = { root, head, now, path, tokens, steps, walked: [] };
+    panels.set(key, p);
+    if (none) none.classList.add("hidden");
+    return p;
+  }
+  function enter(p, state) {
+    p.walked.push(state);
+    p.now.replaceChildren(el("span", "", "now in "), el("span", "now", state));
+    p.root.dataset.state = state;
+    p.path.textContent = p.walked.join(" › ");
+    p.tokens.textContent = "";
+  }
+  const feed = new EventSource(box.dataset.feed);
+  feed.onmessage = (msg) => {
+    const ev = JSON.parse(msg.data);
+    const p = panel(ev.src + "/" + ev.file);
+    if (ev.gone) {
+      p.root.classList.add("done");
+      p.root.dataset.done = "yes";
+      p.now.replaceChildren(el("span", "", "recorded: see the "), Object.assign(el("a", "", "tasks page"), { href: "/tasks" }));
+      return;
+    }
+    if (ev.stale) {
+      p.root.classList.add("done");
+      p.root.dataset.stale = "yes";
+      p.now.textContent = "stopped: the run that wrote this is gone (killed?); the episode was not recorded";
+      return;
+    }
+    const line = ev.line;
+    if (line.type === "episode") {
+      p.head.textContent = line.method + " · task " + line.task + " · " + line.models;
+      p.head.title = line.query;
+    } else if (line.type === "state") {
+      enter(p, line.state);
+    } else if (line.type === "token") {
+      p.tokens.textContent += line.text;
+      p.root.dataset.tokens = String((parseInt(p.root.dataset.tokens || "0", 10)) + 1);
+    } else if (line.type === "step") {
+      const s = el("div", "m " + (line.kind || ""));
+      s.append(el("div", "mhead", line.state + " · " + line.output), el("pre", "", line.text));
+      p.steps.append(s);
+      if (line.streamed) p.tokens.textContent = "";
+    } else if (line.type === "end") {
+      p.now.textContent = "finished (" + line.status + "), saving its record";
+    } else if (line.type === "truncated") {
+      p.steps.append(el("p", "note", "the live file reached its size bound; the record will hold the rest"));
+    }
+  };
+}
+
+function setupReplays() {
+  // a replay running on the server: poll its status, reload the page (with its result) when it ends
+  document.querySelectorAll('.replay[data-status="running"]').forEach((box) => {
+    const timer = setInterval(async () => {
+      try {
+        const r = await fetch("/api/whatif?job=" + encodeURIComponent(box.dataset.job), { cache: "no-store" });
+        const { status } = await r.json();
+        if (status !== "running") { clearInterval(timer); location.reload(); }
+      } catch (err) { clearInterval(timer); }
+    }, 500);
+  });
 }
 
 function setupReport() {
@@ -133,4 +222,6 @@ setupEpisode();
 setupReport();
 setupPlot();
 setupLive();
+setupLiveEpisodes();
+setupReplays();
 document.body.dataset.ready = "yes";

@@ -141,8 +141,10 @@ def test_server_refuses_traversal_foreign_hosts_and_writes(app, tmp_path):
         assert resp.status == 403 and b"outside" in body
         resp, _ = get("/", host_header="evil.example:80")  # DNS rebinding
         assert resp.status == 421
-        resp, _ = get("/", method="POST")
+        resp, _ = get("/", method="PUT")
         assert resp.status == 405
+        resp, _ = get("/", method="POST")  # not a form of these pages
+        assert resp.status == 415
         resp, body = get("/api/stamp")
         assert resp.status == 200 and json.loads(body)["stamp"].startswith("240,0,")
         resp, body = get("/")

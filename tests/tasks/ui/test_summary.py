@@ -134,7 +134,7 @@ def test_an_unusable_summary_is_ignored_and_rewritten(tmp_path, parsed, damage):
     assert _numbers(RunIndex([tmp_path], summaries=store)) == expected and parsed == []  # rewritten
 
 
-def test_appended_records_need_no_rows_and_a_rerun_replays_what_the_rows_file_lacks(tmp_path, parsed):
+def test_appended_and_rerun_records_need_no_rows(tmp_path, parsed):
     store = tmp_path / "summaries"
     path = write_records(tmp_path, [make_record(i, success=False) for i in range(3)])
     RunIndex([tmp_path], summaries=store).refresh_summaries()
@@ -146,12 +146,13 @@ def test_appended_records_need_no_rows_and_a_rerun_replays_what_the_rows_file_la
     (cell,) = RunIndex([tmp_path], summaries=store).cells()
     assert (cell.n, cell.solved) == (4, 1) and parsed == [4]
     assert rows_file.read_bytes() == rows_before
-    with path.open("ab") as fh:  # task 0 again: its older figures come from the rows file + line 4
+    with path.open("ab") as fh:  # task 0 again: its older figures are read back from its line
         fh.write(raw_line(make_record(0, success=True).to_dict()))
     parsed.clear()
     index = RunIndex([tmp_path], summaries=store)
     (cell,) = index.cells()
-    assert (cell.n, cell.solved) == (4, 2) and parsed == [5, 0]  # line 5, then line 4 replayed
+    assert (cell.n, cell.solved) == (4, 2) and parsed == [5, 0]  # line 5, then task 0's older line by offset
+    assert rows_file.read_bytes() == rows_before  # a re-run does not rewrite the rows either
     assert index.cells() == cells(load_results([str(tmp_path)]))
 
 
@@ -163,11 +164,21 @@ def test_rows_that_do_not_match_the_head_are_not_used(tmp_path, parsed):
     data = json.loads(rows.read_text())
     data["columns"]["success"] = [False, False]  # one row short, and wrong
     rows.write_text(json.dumps(data))
-    with (tmp_path / "results.jsonl").open("ab") as fh:  # a re-run makes the rows needed
+    with (tmp_path / "results.jsonl").open("ab") as fh:
         fh.write(raw_line(make_record(0).to_dict()))
     parsed.clear()
     (cell,) = RunIndex([tmp_path], summaries=store).cells()
-    assert (cell.n, cell.solved) == (3, 3) and parsed == [4, 1, 2, 3, 4]  # summarised again
+    # a re-run needs no rows: its older record's line is read back (0: read by offset)
+    assert (cell.n, cell.solved) == (3, 3) and parsed == [4, 0]
+    # two sources holding the same row need each episode's figures: the damaged rows are not used
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "results.jsonl").write_bytes((tmp_path / "results.jsonl").read_bytes())
+    parsed.clear()
+    (cell,) = RunIndex([tmp_path, copy], summaries=store).cells()
+    assert (cell.n, cell.solved) == (3, 3)
+    assert parsed.count(1) == 2  # the copy, and the first source summarised again
+    assert len(json.loads(rows.read_text())["columns"]["success"]) == 3  # and its rows rewritten
 
 
 def test_an_unwritable_summary_directory_only_costs_speed(tmp_path):
@@ -208,3 +219,22 @@ def test_the_same_episodes_in_two_sources_count_once(tmp_path):
     (cell,) = index.cells()
     assert (cell.n, cell.solved) == (4, 3)
     assert index.cells() == cells(load_results([str(archive), str(run)]))
+
+
+def test_rerun_episodes_with_partial_rewards_keep_the_sums_of_a_fresh_summary(tmp_path):
+    """Sums kept by taking a re-run's older figures off equal a fresh summary's (to rounding)."""
+    store = tmp_path / "summaries"
+    rewards = [0.1, 0.7, 0.35, 1.0]
+    path = write_records(tmp_path, [make_record(i, success=False, reward_raw=r) for i, r in enumerate(rewards)])
+    index = RunIndex([tmp_path], summaries=store)
+    index.refresh_summaries()
+    for task, reward in [(1, 0.2), (1, 0.9), (3, 0.0), (0, 1.0)]:  # task 1 re-run twice
+        with path.open("ab") as fh:
+            fh.write(raw_line(make_record(task, success=reward == 1.0, reward_raw=reward).to_dict()))
+        assert index.refresh_summaries()
+        fresh = RunIndex([tmp_path])  # no persisted summary: every line read
+        (kept,), (made,) = index.cells(), fresh.cells()
+        assert (kept.n, kept.solved, kept.errored) == (made.n, made.solved, made.errored)
+        assert kept.reward == pytest.approx(made.reward) and kept.tokens == pytest.approx(made.tokens)
+        assert dict(kept.states) == pytest.approx(dict(made.states))
+    assert RunIndex([tmp_path], summaries=store).cells() == index.cells()  # and persisted so
