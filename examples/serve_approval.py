@@ -4,15 +4,17 @@ Serve it (embedded model; threads kept in approval.db) and talk to it from anoth
 
     python examples/serve_approval.py serve --model local-small --port 8321
     python examples/serve_approval.py client --url http://127.0.0.1:8321 --answer yes
+    python examples/serve_approval.py a2a-client --url http://127.0.0.1:8321 --answer yes
 
 or the same with the command line: ``stateflow serve examples.serve_approval:FLOW --port 8321``.
 The client is a plain SSE client of the AG-UI protocol (httpx): it starts a run, prints the states
 and tokens it sees, gets the interrupt the paused run waits on (the flow's ``Human(defer=True)``),
 and answers it with AG-UI's ``resume`` on the same thread. The run waits in the checkpointer,
-so the server may even restart in between. Another agent can call the flow over A2A with AG2's
-``autogen.a2a.A2aRemoteAgent(url="http://127.0.0.1:8321/a2a")``.
+so the server may even restart in between. ``a2a-client`` does the same as another agent would,
+over A2A with AG2's own ``autogen.a2a.A2aRemoteAgent``: the paused run is an ``input-required``
+task, and the answer (which AG2's client asks its human for) resumes the conversation's thread.
 
-Tested against the fake OpenAI server in tests/interop/test_examples.py.
+Tested against the fake OpenAI server in tests/interop/test_live_examples.py.
 """
 
 from __future__ import annotations
@@ -78,6 +80,26 @@ def client(url: str, answer: str, task: str = "the server now streams tokens") -
     return last
 
 
+def a2a_client(url: str, answer: str, task: str = "the server now streams tokens") -> str:
+    """Call the flow over A2A with AG2's client and answer its question; returns the reply text."""
+    import asyncio
+
+    from autogen.a2a import A2aRemoteAgent
+
+    class Caller(A2aRemoteAgent):
+        """AG2's A2A client whose human always gives ``answer``."""
+
+        async def a_get_human_input(self, prompt: str, **kwargs: Any) -> str:
+            print(f"the task is input-required; answering {answer!r}")
+            return answer
+
+    remote = Caller(url=f"{url}/a2a", name="caller")
+    _, reply = asyncio.run(remote.a_generate_remote_reply(messages=[{"role": "user", "content": task}]))
+    text = str((reply or {}).get("content") or "")
+    print(f"\nreply: {text}")
+    return text
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -89,8 +111,13 @@ if __name__ == "__main__":
     c = sub.add_parser("client")
     c.add_argument("--url", default="http://127.0.0.1:8321")
     c.add_argument("--answer", default="yes")
+    a = sub.add_parser("a2a-client")
+    a.add_argument("--url", default="http://127.0.0.1:8321")
+    a.add_argument("--answer", default="yes")
     args = ap.parse_args()
     if args.cmd == "serve":
         serve(args.model, args.base_url, args.port, args.db)
+    elif args.cmd == "a2a-client":
+        a2a_client(args.url, args.answer)
     else:
         client(args.url, args.answer)

@@ -20,10 +20,20 @@ text), patched in for the row only, so before and after are measured in one proc
 episode's wall time on a shared machine is noisy, a third table saves the run states of one real
 episode again into each store (the fastest of N repeats, before and after) and divides by that
 episode's median wall time without checkpoints: the steadiest ratio, and the one the targets are
-checked against.
+checked against. ``--baseline REV`` adds rows marked ``@REV`` that run that revision's run-state
+encoding, row encoding and memory store in this process.
+
+Last measured 2026-11-28 01:36 UTC (``--threads 2 --episodes 20 --no-postgres --no-sql --steps 10``,
+load average 3.3-3.6, episode 60-64 ms): memory 0.055 ms per checkpoint, 0.87-0.93 % steady, 2.1 %
+in episode (0.062 ms, 1.04 % at the previous main; 0.082 ms at e1e8fe4); SQLite ``sync="pauses"``
+0.159-0.174 ms, 2.49-2.92 % steady, 4.4-4.6 % in episode (0.229 ms at the previous main, 0.255 ms
+at e1e8fe4). Details and history: docs/checkpoints.md, "Cost per transition".
 
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
+
+SQL episode sizes: the bytes of each checkpoint of a real 10-transition episode of the paper's
+SF_Agent SQL flow on the InterCode SQL environment's demo database (MariaDB; ``--no-sql`` skips it).
 
 Usage: .venv/bin/python scripts/bench_checkpoint.py [--threads 20] [--steps 10 50]
 """
@@ -31,6 +41,7 @@ Usage: .venv/bin/python scripts/bench_checkpoint.py [--threads 20] [--steps 10 5
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import tempfile
@@ -150,7 +161,18 @@ def main() -> None:
     parser.add_argument("--postgres", metavar="DSN", help="an existing server (default: start a throwaway one)")
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--episodes", type=int, default=15, help="episodes per backend for the ratio (0: skip)")
+    parser.add_argument(
+        "--no-sql", action="store_true", help="skip the 10-transition SQL episode's checkpoint sizes (needs MariaDB)"
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run the memory and SQLite rows with this git revision's encoding modules "
+        "(stateflow/run_state.py, stateflow/checkpoint/rows.py, the memory store's module) patched in: "
+        "before/after in one process",
+    )
     args = parser.parse_args()
+    baseline = Baseline.load(args.baseline) if args.baseline else None
 
     with tempfile.TemporaryDirectory() as tmp, contextmanager_or_none(not args.no_postgres, args.postgres) as dsn:
         backends: list[tuple[str, Callable[[], Checkpointer]]] = [
@@ -172,8 +194,8 @@ def main() -> None:
             finally:
                 cp.close()
         if args.episodes:
-            episode_ratios(backends, args.episodes)  # new thread ids (e0, e1, ...) in the same stores
-            transition_costs(backends, args.episodes)
+            episode_ratios(backends, args.episodes, baseline)  # new thread ids (e0, e1, ...) in the same stores
+            transition_costs(backends, args.episodes, baseline)
         print()
         print("bytes per thread: full copies, pure deltas (step 0 full), and what SQLite stores per snapshot_every")
         intervals = [1, 5, 10, 25]
@@ -183,6 +205,8 @@ def main() -> None:
             full, delta = sizes(steps)
             stored = " ".join(f"{stored_bytes(tmp, steps, k):>12,}" for k in intervals)
             print(f"{steps:>5} {full:>12,} {delta:>12,} {stored}")
+        if not args.no_sql:
+            sql_episode_sizes(Path(tmp))
         print()
         print("latest ms (median) by snapshot_every, SQLite sync=normal, 50-step threads")
         for k in intervals:
@@ -201,6 +225,151 @@ def main() -> None:
             )
             cp.close()
             fresh.close()
+
+
+def _sql_respond(model: str, messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
+    """A fake model for the paper's SQL flow that takes 10 transitions: DESC in Observe, then four
+    rounds of Solve (a SELECT) and Verify (a DESC of another table, back to Solve), then submit."""
+    said = " ".join(str(m.get("content") or "") for m in messages)
+    if "execute[DESC book]" not in said:
+        return "Thought: the table.\nAction: execute[DESC book]"
+    last_select = said.rfind("LIMIT 7]")
+    last_desc = max(said.rfind("execute[DESC book]"), said.rfind("execute[DESC author]"))
+    if last_select > last_desc:
+        if said.count("LIMIT 7]") >= 4:
+            return "Thought: done.\nAction: submit"
+        return "Thought: the other table.\nAction: execute[DESC author]"
+    return "Thought: query.\nAction: execute[SELECT title, year FROM book ORDER BY year LIMIT 7]"
+
+
+def sql_episode_sizes(tmp: Path) -> None:
+    """Bytes of each checkpoint of a real 10-transition SQL episode: the paper's SF_Agent flow on
+    the InterCode SQL environment's demo database (MariaDB), with a fake model."""
+    import shutil
+    import sqlite3
+
+    from stateflow.envs.sql import open_sql_env
+    from stateflow.tasks.agents.methods import build_method
+    from stateflow.tasks.harness.episode import opening_message
+    from stateflow.tasks.sql.benchmark import INTERCODE_SQL
+
+    from stateflow import ModelProfile, run
+    from stateflow.testing.fake_openai import FakeOpenAIServer
+
+    print()
+    if shutil.which("mariadbd") is None and shutil.which("mysqld") is None:
+        print("SQL episode sizes: skipped (no MariaDB server: scripts/setup.sh installs it)")
+        return
+    env = open_sql_env("demo")
+    try:
+        with FakeOpenAIServer(_sql_respond) as server:
+            profile = ModelProfile(name="fake", model="fake", base_url=server.url, api_key_env=None, max_retries=0)
+            flow, view = build_method("sf_agent", INTERCODE_SQL)
+            task = env.task(0)
+            env.reset(0)
+            cp = SQLiteCheckpointer(tmp / "sql-episode.db")
+            result = run(
+                flow,
+                opening_message(flow, task, INTERCODE_SQL.task_prompt),
+                models=profile,
+                view=view,
+                env=env,
+                vars={"max_turns": 20},
+                telemetry=False,
+                checkpointer=cp,
+                thread_id="sql",
+            )
+            rows = [len(c.to_json().encode()) for c in cp.list("sql")]
+            cp.close()
+    finally:
+        env.close()
+    with sqlite3.connect(tmp / "sql-episode.db") as conn:
+        stored = conn.execute("SELECT SUM(LENGTH(CAST(body AS BLOB))) FROM checkpoints").fetchone()[0]
+    growth = [b - a for a, b in itertools.pairwise(rows)]
+    print(
+        f"SQL episode (sf_agent, demo database, {len(result.transitions)} transitions: "
+        f"{' > '.join(result.path)}), {len(rows)} checkpoints"
+    )
+    print(f"  bytes per checkpoint: {', '.join(f'{b:,}' for b in rows)}")
+    print(
+        f"  growth per checkpoint: {min(growth):,}-{max(growth):,} B; the whole thread as full copies "
+        f"{sum(rows):,} B, as SQLite stores it (default snapshot_every=10) {stored:,} B"
+    )
+
+
+class Baseline:
+    """Another revision's run-state encoding, row encoding and memory store, patched in while a row runs.
+
+    The three modules are read from git (``git show REV:path``) and loaded under private names; they
+    import everything else from this checkout, so only the encoding differs.
+    """
+
+    def __init__(self, rev: str, run_state: Any, rows: Any, memory: Any):
+        self.rev, self.run_state, self.rows, self.memory = rev, run_state, rows, memory
+
+    def factory(self, name: str, factory: Callable[[], Checkpointer]) -> Callable[[], Checkpointer]:
+        """The backend's factory as it was at the baseline (the memory store's own module differs)."""
+        return self.memory.MemoryCheckpointer if name == "memory" else factory
+
+    @classmethod
+    def load(cls, rev: str) -> Baseline:
+        import importlib.util
+        import subprocess
+
+        root = Path(__file__).resolve().parents[1]
+        modules = []
+        for path in ("stateflow/run_state.py", "stateflow/checkpoint/rows.py", "stateflow/checkpoint/memory.py"):
+            text = subprocess.run(
+                ["git", "-C", str(root), "show", f"{rev}:{path}"], check=True, capture_output=True, text=True
+            ).stdout
+            name = f"_baseline_{Path(path).stem}"
+            file = Path(tempfile.mkdtemp()) / f"{name}.py"
+            file.write_text(text)
+            spec = importlib.util.spec_from_file_location(name, file)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module  # dataclasses look their module up while the class is built
+            spec.loader.exec_module(module)
+            modules.append(module)
+        return cls(rev, *modules)
+
+    @contextmanager
+    def patched(self) -> Iterator[None]:
+        """The journal encodes with the baseline's encoder and ``to_payload``, the stores write rows
+        with the baseline's ``encode_row`` and cache."""
+        import stateflow.checkpoint.postgres as pg
+        import stateflow.checkpoint.sqlite as sq
+        from stateflow.threads import ThreadJournal
+
+        old_save, old_init = ThreadJournal.save, ThreadJournal.__init__
+        encoder_cls, to_payload = self.run_state.PayloadEncoder, self.run_state.RunState.to_payload
+        rows = self.rows
+
+        def init(journal: Any, *args: Any, **kwargs: Any) -> None:
+            old_init(journal, *args, **kwargs)
+            journal._encoder = encoder_cls()
+
+        def save(journal: Any, state: Any, status: str) -> None:
+            payload = {**to_payload(state, journal._encoder), **journal.extra}
+            try:
+                text = journal._encoder.json(payload)
+            except (TypeError, ValueError):
+                text = None
+            journal._put(state.state, ThreadStatus(status), payload, text)
+
+        def encode_row(checkpoint: Any, previous: Any, every: int, given: Any = None) -> Any:
+            return rows.encode_row(checkpoint, previous() if callable(previous) else previous, every, given)
+
+        saved = [(m, m.encode_row, m.PayloadCache) for m in (sq, pg)]
+        ThreadJournal.__init__, ThreadJournal.save = init, save  # type: ignore[method-assign]
+        for m, _, _ in saved:
+            m.encode_row, m.PayloadCache = encode_row, rows.PayloadCache  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            ThreadJournal.__init__, ThreadJournal.save = old_init, old_save  # type: ignore[method-assign]
+            for m, fn, cache in saved:
+                m.encode_row, m.PayloadCache = fn, cache  # type: ignore[assignment]
 
 
 class CheckpointTimer:
@@ -244,18 +413,38 @@ class CheckpointTimer:
         return timed
 
 
-def episode_ratios(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int) -> None:
+def row_modes(name: str, baseline: Baseline | None) -> list[str]:
+    """How a backend is measured: ``former`` (the whole run re-encoded at every transition),
+    ``baseline`` (another revision's encoding, ``--baseline``), ``now`` (this checkout)."""
+    modes = ["former"] if name == "memory" or "sync=full" in name else []
+    if baseline is not None and (name == "memory" or "pauses" in name or "normal" in name):
+        modes.append("baseline")
+    return [*modes, "now"]
+
+
+def row_label(name: str, mode: str, baseline: Baseline | None) -> str:
+    if mode == "former":
+        return f"{name} before"
+    if mode == "baseline":
+        assert baseline is not None
+        return f"{name} @{baseline.rev}"
+    return name
+
+
+def episode_ratios(
+    backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int, baseline: Baseline | None = None
+) -> None:
     """Median wall time of a fake-model episode without and with each checkpointer (alternated),
     and the share of the checkpointed episodes' time spent in the checkpoint path."""
+    from contextlib import nullcontext
+
     from stateflow import run
     from stateflow.testing.fake_openai import FakeOpenAIServer
     from tests.core.durable.flows import fake_profile, long_flow, responder
 
-    rows: list[tuple[str, Callable[[], Checkpointer], bool]] = []
+    rows: list[tuple[str, Callable[[], Checkpointer], str]] = []
     for name, factory in backends:
-        if name == "memory" or "sync=full" in name:  # the former defaults, with the former encoding
-            rows.append((f"{name} before", factory, True))
-        rows.append((name, factory, False))
+        rows.extend((name, factory, mode) for mode in row_modes(name, baseline))
     print()
     print(f"episode wall time, {episodes} episodes each (alternated with a run without checkpoints)")
     print(
@@ -265,42 +454,62 @@ def episode_ratios(backends: list[tuple[str, Callable[[], Checkpointer]]], episo
     with FakeOpenAIServer(responder) as server:
         model = fake_profile(server.url)
         run(long_flow(server.url), "T", models=model, telemetry=False)  # warm-up (imports, connections)
-        for name, factory, before in rows:
-            cp = factory()
-            plain, saved, shares = [], [], []
-            timer = CheckpointTimer(before)
-            try:
-                for i in range(episodes):
-                    start = time.perf_counter()
-                    run(long_flow(server.url), "T", models=model, telemetry=False)
-                    plain.append(time.perf_counter() - start)
-                    timer.seconds = 0.0
-                    with timer:
-                        start = time.perf_counter()
-                        run(
-                            long_flow(server.url),
-                            "T",
-                            models=model,
-                            telemetry=False,
-                            checkpointer=cp,
-                            thread_id=f"e{i}{'b' if before else ''}",
-                        )
-                        saved.append(time.perf_counter() - start)
-                    shares.append(timer.seconds / saved[-1])
-                per_thread = len(cp.list(f"e0{'b' if before else ''}"))
-            finally:
-                cp.close()
+        for name, factory, mode in rows:
+            patch = baseline.patched() if mode == "baseline" and baseline is not None else nullcontext()
+            tag = {"former": "b", "baseline": "r", "now": ""}[mode]
+            with patch:
+                cp = baseline.factory(name, factory)() if mode == "baseline" and baseline is not None else factory()
+                plain, saved, shares = [], [], []
+                timer = CheckpointTimer(mode == "former")
+                per_thread = measure_episodes(cp, timer, episodes, server.url, model, tag, plain, saved, shares)
             base, with_cp = statistics.median(plain), statistics.median(saved)
             print(
-                f"{name:28} {base * 1e3:>11.1f} {with_cp * 1e3:>9.1f} {(with_cp - base) * 1e3:>9.1f} "
-                f"{(with_cp - base) / base:>7.1%} {statistics.median(shares):>15.2%} {per_thread:>12}"
+                f"{row_label(name, mode, baseline):28} {base * 1e3:>11.1f} {with_cp * 1e3:>9.1f} "
+                f"{(with_cp - base) * 1e3:>9.1f} {(with_cp - base) / base:>7.1%} "
+                f"{statistics.median(shares):>15.2%} {per_thread:>12}"
             )
 
 
-def transition_costs(backends: list[tuple[str, Callable[[], Checkpointer]]], repeats: int) -> None:
+def measure_episodes(
+    cp: Checkpointer,
+    timer: CheckpointTimer,
+    episodes: int,
+    url: str,
+    model: Any,
+    tag: str,
+    plain: list[float],
+    saved: list[float],
+    shares: list[float],
+) -> int:
+    """Run ``episodes`` pairs (without, then with ``cp``), appending wall times and checkpoint
+    shares; returns the checkpoints one thread wrote. Closes ``cp``."""
+    from stateflow import run
+    from tests.core.durable.flows import long_flow
+
+    try:
+        for i in range(episodes):
+            start = time.perf_counter()
+            run(long_flow(url), "T", models=model, telemetry=False)
+            plain.append(time.perf_counter() - start)
+            timer.seconds = 0.0
+            with timer:
+                start = time.perf_counter()
+                run(long_flow(url), "T", models=model, telemetry=False, checkpointer=cp, thread_id=f"e{i}{tag}")
+                saved.append(time.perf_counter() - start)
+            shares.append(timer.seconds / saved[-1])
+        return len(cp.list(f"e0{tag}"))
+    finally:
+        cp.close()
+
+
+def transition_costs(
+    backends: list[tuple[str, Callable[[], Checkpointer]]], repeats: int, baseline: Baseline | None = None
+) -> None:
     """Checkpoint cost of one episode, without the episode's noise: the run states one real episode
     saved, saved again through a ThreadJournal into each store (fastest of ``repeats`` threads),
     before and after, over the median wall time of that episode without checkpoints."""
+    from contextlib import nullcontext
+
     from stateflow import run
     from stateflow.checkpoint import MemoryCheckpointer as Memory
     from stateflow.fingerprint import flow_fingerprint
@@ -336,23 +545,25 @@ def transition_costs(backends: list[tuple[str, Callable[[], Checkpointer]]], rep
     )
     print(f"{'backend':28} {'ms / episode':>13} {'ms / checkpoint':>16} {'ratio':>7}")
     for name, factory in backends:
-        for before in (True, False) if (name == "memory" or "sync=full" in name) else (False,):
-            cp = factory()
-            best = float("inf")
-            try:
-                for r in range(repeats):
-                    journal = ThreadJournal(cp, f"offline{r}{'b' if before else ''}", flow, fingerprint, 0)
-                    start = time.perf_counter()
-                    for state, status in states:
-                        if before:
-                            payload = {**state.to_payload(), **journal.extra}
-                            journal._put(state.state, ThreadStatus(status), payload)
-                        else:
-                            journal.save(state, status)
-                    best = min(best, time.perf_counter() - start)
-            finally:
-                cp.close()
-            label = f"{name} before" if before else name
+        for mode in row_modes(name, baseline):
+            patch = baseline.patched() if mode == "baseline" and baseline is not None else nullcontext()
+            with patch:
+                cp = baseline.factory(name, factory)() if mode == "baseline" and baseline is not None else factory()
+                best = float("inf")
+                try:
+                    for r in range(repeats):
+                        journal = ThreadJournal(cp, f"offline{r}{mode}", flow, fingerprint, 0)
+                        start = time.perf_counter()
+                        for state, status in states:
+                            if mode == "former":
+                                payload = {**state.to_payload(), **journal.extra}
+                                journal._put(state.state, ThreadStatus(status), payload)
+                            else:
+                                journal.save(state, status)
+                        best = min(best, time.perf_counter() - start)
+                finally:
+                    cp.close()
+            label = row_label(name, mode, baseline)
             print(f"{label:28} {best * 1e3:>13.2f} {best / len(states) * 1e3:>16.3f} {best / wall:>7.2%}")
 
 

@@ -18,7 +18,9 @@ What it measures (every ratio is against a baseline measured in the same process
   another (``run``), and one OS thread per ``run``. Reported: wall times and the ratios
   sequential / asyncio and threads / asyncio, plus the peak number of OS threads during the
   asyncio batch (``arun`` holds one thread per run in flight: AutoGen 0.14 has no asynchronous
-  model client; see stateflow.live).
+  model client; see stateflow.live). Then 5 alternating asyncio batches with pools that share
+  AutoGen's client between runs (the default) and pools that build one per run (as before):
+  their medians and ratios to one ``arun``.
 * **serve**: ``stateflow serve``'s application under uvicorn on 127.0.0.1, the model the fake
   server (no latency); ``--clients`` concurrent AG-UI clients (httpx, each reading its SSE stream
   to the end) post ``--requests`` runs on new threads in total. Reported: requests per second,
@@ -171,7 +173,14 @@ def bench_events(transitions: int = 200, reps: int = 15) -> dict[str, Any]:
 # -- asyncio -------------------------------------------------------------------------------------
 
 
-def bench_asyncio(runs: int, latency: float) -> dict[str, Any]:
+class _Unshared(HttpClients):
+    """Pools that build AutoGen's client for every run (as before clients were shared)."""
+
+    def shared(self, key: Any, build: Any) -> Any:
+        return build()
+
+
+def bench_asyncio(runs: int, latency: float, reps: int = 5) -> dict[str, Any]:
     flow = _two_state()
     with _FakeProcess(_reply_done, latency) as srv, HttpClients() as http:
         profile = _fake_profile(srv.url)
@@ -201,6 +210,23 @@ def bench_asyncio(runs: int, latency: float) -> dict[str, Any]:
         watcher.join()
         assert all(r.exit_state == "Done" for r in results)
 
+        # Before/after of sharing AutoGen's client between runs (HttpClients.shared), in this
+        # process: batches alternate between pools that share and pools that build one per run.
+        shared_s, unshared_s = [], []
+        for _ in range(reps):
+            for pools, times in ((_Unshared(), unshared_s), (HttpClients(), shared_s)):
+                with pools:
+                    run(flow, "warm-up", models=profile, http=pools)
+
+                    async def pooled(pools: HttpClients = pools) -> list[Any]:
+                        return await asyncio.gather(
+                            *[arun(flow, f"a{i}", models=profile, http=pools) for i in range(runs)]
+                        )
+
+                    t0 = time.perf_counter()
+                    asyncio.run(pooled())
+                    times.append(time.perf_counter() - t0)
+
         t0 = time.perf_counter()
         for i in range(runs):
             run(flow, f"s{i}", models=profile, http=http)
@@ -226,6 +252,11 @@ def bench_asyncio(runs: int, latency: float) -> dict[str, Any]:
         "sequential_over_asyncio": round(t_seq / t_async, 1),
         "threads_over_asyncio": round(t_threads / t_async, 2),
         "asyncio_over_one_arun": round(t_async / t_one, 2),
+        "client_sharing_reps": reps,
+        "asyncio_s_median_shared_clients": round(statistics.median(shared_s), 3),
+        "asyncio_s_median_client_per_run": round(statistics.median(unshared_s), 3),
+        "shared_over_one_arun": round(statistics.median(shared_s) / t_one, 2),
+        "client_per_run_over_one_arun": round(statistics.median(unshared_s) / t_one, 2),
         "os_threads_before": before,
         "os_threads_peak_during_asyncio": peak[0],
     }

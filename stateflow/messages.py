@@ -6,7 +6,7 @@ tools read it (usually its last LLM message) and append feedback.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -108,7 +108,7 @@ class History:
 
     __slots__ = ("_messages",)
 
-    def __init__(self, messages: list[Message] | None = None):
+    def __init__(self, messages: Iterable[Message] | None = None):
         self._messages: list[Message] = list(messages or [])
 
     def append(self, message: Message) -> None:

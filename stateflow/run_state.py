@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -75,7 +76,7 @@ def _message_to(m: Message) -> dict[str, Any]:
         "kind": m.kind.value,
         "content": m.content,
         "usage": _usage_to(m.usage),
-        "meta": _plain(dict(m.meta)),
+        "meta": _plain(dict(m.meta)) if m.meta else {},
     }
 
 
@@ -91,12 +92,12 @@ def _message_from(d: Mapping[str, Any]) -> Message:
     )
 
 
-def _step_to(s: Step) -> dict[str, Any]:
+def _step_to(s: Step, *, with_message: bool = True) -> dict[str, Any]:
     return {
         "index": s.index,
         "state": s.state,
         "output": s.output,
-        "message": None if s.message is None else _message_to(s.message),
+        "message": None if s.message is None or not with_message else _message_to(s.message),
         "usage": _usage_to(s.usage),
         "latency_s": s.latency_s,
         "detail": _plain(s.detail),
@@ -120,7 +121,14 @@ def _step_from(d: Mapping[str, Any]) -> Step:
 
 def _plain(value: Any) -> Any:
     """``value`` with tuples as lists and anything else non-JSON as its ``str`` (as traces show it)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    kind = type(value)  # exact types first: the ABC checks below cost more than the conversion
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): _plain(v) for k, v in value.items()}
+    if kind is list:
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
@@ -129,13 +137,32 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _record_to(record: object) -> dict[str, Any]:
+def _check_vars(vars: Mapping[str, Any]) -> None:
+    """Raise a ConfigError naming the first ``vars`` value that is not JSON."""
+    for key, value in vars.items():
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(
+                f"vars[{key!r}] cannot be saved in a checkpoint ({err}); a checkpointed run needs JSON vars"
+            ) from err
+
+
+def _record_to(record: object, *, checked: bool = True) -> dict[str, Any]:
+    """A blackboard record as JSON values; ``checked=False`` leaves the JSON check to the caller
+    (who encodes it anyway, and calls this again checked to name a failure)."""
     cls = type(record)
     where = f"{cls.__module__}:{cls.__qualname__}"
     if isinstance(record, BaseModel):  # a typed reply (LLM(schema=...)): its JSON form
         return {"type": where, "fields": record.model_dump(mode="json")}
     if not dataclasses.is_dataclass(record):
         raise ConfigError(f"blackboard record {where} is not a dataclass, so a checkpoint cannot save it")
+    if not checked:
+        # asdict deep-copies every value; a record of plain values (the usual one) needs no copy
+        flat = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+        if all(type(v) in _ATOMS for v in flat.values()):
+            return {"type": where, "fields": flat}
+        return {"type": where, "fields": dataclasses.asdict(record)}
     fields = dataclasses.asdict(record)
     try:
         json.dumps(fields, allow_nan=False)
@@ -164,36 +191,57 @@ def _record_from(d: Mapping[str, Any]) -> object:
 class _EncodedList:
     """One growing list's items and their encodings, kept between checkpoints of one run."""
 
-    __slots__ = ("encoded", "last", "sources", "texts")
+    __slots__ = ("encoded", "index", "last", "sources", "texts")
 
     def __init__(self) -> None:
         self.sources: list[Any] = []
         self.encoded: list[Any] = []
         self.texts: list[str | None] = []  # canonical JSON of each encoded item, once asked for
         self.last: list[Any] | None = None  # the list the last encode returned
+        self.index: dict[int, int] = {}  # id(source) -> its position (sources are kept alive here)
 
     def encode(self, items: list[Any], encode: Any, same: Any) -> list[Any]:
         """``[encode(x) for x in items]``, reusing the encoding of every leading item that is
         ``same`` as the one encoded last time (a run's lists only grow, so that is all but the
         new items); from the first item that differs on, everything is encoded again."""
-        keep = 0
         limit = min(len(items), len(self.sources))
-        while keep < limit and same(items[keep], self.sources[keep]):
-            keep += 1
-        del self.sources[keep:], self.encoded[keep:], self.texts[keep:]
+        # the common case, the whole previous list is still there, checked at C speed
+        if same is _is:
+            whole = all(map(operator.is_, items[:limit], self.sources[:limit]))
+        else:
+            whole = items[:limit] == self.sources[:limit]  # identity first, then equality
+        keep = limit
+        if not whole:
+            keep = 0
+            while keep < limit and same(items[keep], self.sources[keep]):
+                keep += 1
+        if keep < len(self.sources):
+            del self.sources[keep:], self.encoded[keep:], self.texts[keep:]
+            self.index = {id(x): i for i, x in enumerate(self.sources)}
         for item in items[keep:]:
+            self.index[id(item)] = len(self.sources)
             self.sources.append(item)
             self.encoded.append(encode(item))
             self.texts.append(None)
         self.last = list(self.encoded)
         return self.last
 
-    def text(self, dump: Callable[[Any], str]) -> str:
-        """Canonical JSON of the list the last :meth:`encode` returned (each item encoded once by ``dump``)."""
-        for i, text in enumerate(self.texts):
-            if text is None:
-                self.texts[i] = dump(self.encoded[i])
-        return "[" + ",".join(self.texts) + "]"  # type: ignore[arg-type]
+    def text_of(self, i: int, dump: Callable[[Any, Any], str]) -> str:
+        """Canonical JSON of item ``i`` (encoded once by ``dump(source, encoded)``)."""
+        text = self.texts[i]
+        if text is None:
+            text = self.texts[i] = dump(self.sources[i], self.encoded[i])
+        return text
+
+    def text(self, dump: Callable[[Any, Any], str]) -> str:
+        """Canonical JSON of the list the last :meth:`encode` returned (each item encoded once by
+        ``dump(source, encoded)``)."""
+        texts = self.texts
+        if None in texts:  # a C-speed scan; only the new items (and any text_of skipped) are left
+            for j, text in enumerate(texts):
+                if text is None:
+                    texts[j] = dump(self.sources[j], self.encoded[j])
+        return "[" + ",".join(texts) + "]"  # type: ignore[arg-type]
 
 
 class PayloadEncoder:
@@ -204,6 +252,11 @@ class PayloadEncoder:
     memory checkpointer's cost in scripts/bench_checkpoint.py). This keeps each list's encoded
     items: a message or step is reused when it is the *same object* as last time (they are
     frozen dataclasses), a chat message when it is *equal* (the episode copies those dicts).
+    A step's message is the history's message object, so its text is spliced into the step's
+    text instead of being encoded a second time. Values that rarely change (the task, the view,
+    the start time, the model assignment...) keep their text while they are the same object,
+    and ``vars`` and the blackboard are encoded once per checkpoint (checked key by key only when
+    that fails, to name the culprit).
     The result is identical to :meth:`RunState.to_payload` without an encoder; the encoded items
     are shared between successive payloads, which checkpointers only read (they store JSON text).
     One encoder serves one run (a :class:`~stateflow.threads.ThreadJournal` holds it).
@@ -211,24 +264,80 @@ class PayloadEncoder:
 
     def __init__(self) -> None:
         # canonical_json's settings, one encoder object for the run (json.dumps builds one per call)
-        self._dump = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-        self._keys: dict[str, str] = {}
+        settings = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        self._dump = _tree_dumper(settings, circular=True)
+        self._dump_tree = _tree_dumper(settings)
+        self._orders: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}  # keys -> sorted (key, "name":)
         self._history = _EncodedList()
         self._steps = _EncodedList()
         self._transitions = _EncodedList()
         self._chat = _EncodedList()
+        # the value each key had last time and its text: reused while the value is the same
+        # immutable object (or a value this encoder handed out itself: ``models``)
+        self._texts: dict[str, tuple[Any, str]] = {}
+        self._given: dict[int, tuple[Any, str]] = {}  # id -> (value, text) encoded by to_payload itself
+        self._models: tuple[dict[str, str], dict[str, str]] | None = None  # (source copy, value handed out)
+        self._classes: dict[type, tuple[str, tuple[str, ...]]] = {}  # record class -> (its name, its fields)
 
     def history(self, items: list[Message]) -> list[dict[str, Any]]:
         return self._history.encode(items, _message_to, _is)
 
     def steps(self, items: list[Step]) -> list[dict[str, Any]]:
-        return self._steps.encode(items, _step_to, _is)
+        return self._steps.encode(items, self._step_dict, _is)
+
+    def _step_dict(self, step: Step) -> dict[str, Any]:
+        """``_step_to(step)``, sharing the history's encoding of its message (the same object)."""
+        at = None if step.message is None else self._history.index.get(id(step.message))
+        if at is None or self._history.sources[at] is not step.message:
+            return _step_to(step)
+        return {**_step_to(step, with_message=False), "message": self._history.encoded[at]}
 
     def transitions(self, items: list[TransitionRecord]) -> list[dict[str, Any]]:
         return self._transitions.encode(items, TransitionRecord.to_dict, _is)
 
     def chat(self, items: list[dict[str, Any]]) -> list[Any]:
         return self._chat.encode(items, _plain, _equal)
+
+    def board(self, records: Iterable[object]) -> list[dict[str, Any]]:
+        """``[_record_to(r, checked=False) for r in records]``, with each record class's name and
+        fields looked up once per run instead of at every checkpoint."""
+        out = []
+        for record in records:
+            cls = type(record)
+            known = self._classes.get(cls)
+            if known is None:
+                if isinstance(record, BaseModel | type) or not dataclasses.is_dataclass(record):
+                    out.append(_record_to(record, checked=False))  # a typed reply, or its error
+                    continue
+                names = tuple(f.name for f in dataclasses.fields(record))
+                known = self._classes[cls] = (f"{cls.__module__}:{cls.__qualname__}", names)
+            where, names = known
+            flat = {name: getattr(record, name) for name in names}
+            for value in flat.values():
+                if type(value) not in _ATOMS:  # asdict deep-copies nested values (a plain record needs no copy)
+                    flat = dataclasses.asdict(record)  # type: ignore[call-overload]
+                    break
+            out.append({"type": where, "fields": flat})
+        return out
+
+    def models(self, models: Mapping[str, str]) -> dict[str, str]:
+        """``dict(models)``, the very object handed out last time while the assignment is unchanged
+        (its text is then reused, and a store's identity delta leaves it out)."""
+        kept = self._models
+        if kept is not None and kept[0] == models and all(type(v) is str for v in models.values()):
+            return kept[1]  # str -> str: equal mappings have the same JSON
+        value = dict(models)
+        self._models = (dict(models), value)
+        return value
+
+    def encoded(self, value: Any, text: str) -> None:
+        """Remember ``text`` as the encoding of ``value`` (an object of this payload, encoded while
+        it was being checked), so :meth:`json` does not encode it again."""
+        self._given[id(value)] = (value, text)
+
+    def dump(self, value: Any) -> str:
+        """Canonical JSON of ``value`` (:func:`canonical_json`'s settings)."""
+        return self._dump(value)
 
     def json(self, payload: Mapping[str, Any]) -> str:
         """``canonical_json(payload)`` for a payload built from this encoder's last lists, without
@@ -240,16 +349,97 @@ class PayloadEncoder:
         lists = {
             id(x.last): x for x in (self._history, self._steps, self._transitions, self._chat) if x.last is not None
         }
+        given, self._given = self._given, {}
+        texts = self._texts
+        models = self._model_value()
+        keys = tuple(payload)
+        order = self._orders.get(keys)
+        if order is None:  # the keys' order and encoded names, once per set of keys
+            order = self._orders[keys] = tuple((key, self._dump(key) + ":") for key in sorted(keys))
         parts = []
-        for key in sorted(payload):
+        for key, name in order:
             value = payload[key]
+            known = texts.get(key)
+            if known is not None and known[0] is value and (type(value) in _ATOMS or value is models):
+                parts.append(name + known[1])
+                continue
             cached = lists.get(id(value))
-            text = cached.text(self._dump) if cached is not None and cached.last is value else self._dump(value)
-            name = self._keys.get(key)
-            if name is None:
-                name = self._keys[key] = self._dump(key)
-            parts.append(f"{name}:{text}")
+            if cached is not None and cached.last is value:
+                text = cached.text(self._step_text if cached is self._steps else self._item_text)
+            else:
+                pre = given.get(id(value))
+                text = pre[1] if pre is not None and pre[0] is value else self._dump(value)
+                texts[key] = (value, text)
+            parts.append(name + text)
         return "{" + ",".join(parts) + "}"
+
+    def _model_value(self) -> Any:
+        return None if self._models is None else self._models[1]
+
+    def _item_text(self, source: Any, encoded: Any) -> str:
+        return self._dump_tree(encoded)
+
+    def _step_text(self, step: Step, encoded: dict[str, Any]) -> str:
+        """A step's text, with its message's text taken from the history's (the same object)."""
+        at = None if step.message is None else self._history.index.get(id(step.message))
+        if at is not None and self._history.sources[at] is step.message:
+            head = self._dump_tree({**encoded, "message": _SLOT})
+            slot = self._dump(_SLOT)
+            if head.count(slot) == 1:  # else a field holds the slot's text: encode it all
+                return head.replace(slot, self._history.text_of(at, self._item_text))
+        return self._dump_tree(encoded)
+
+
+def _tree_dumper(settings: json.JSONEncoder, *, circular: bool = False) -> Callable[[Any], str]:
+    """``settings.encode`` with one C encoder object made once instead of at every call: the
+    per-call set-up was about 40 % of encoding one message. The same C encoder makes
+    ``settings.encode``'s text, so the texts (and the errors) are identical.
+
+    Args:
+        settings: the encoder whose settings to use.
+        circular: check for circular references (any caller's values, e.g. ``vars``), as
+            ``settings.encode`` does; without it, only for the trees this module builds itself
+            (a message's, a step's, a chat message's encoding: fresh dicts and lists, never circular).
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # the pure-Python json: no C encoder to keep
+        return settings.encode
+
+    def build() -> Any:
+        return make(
+            {} if circular else None,  # the markers of the containers being encoded
+            settings.default,
+            json.encoder.encode_basestring,  # ensure_ascii=False
+            None,
+            settings.key_separator,
+            settings.item_separator,
+            settings.sort_keys,
+            settings.skipkeys,
+            settings.allow_nan,
+        )
+
+    encoder = build()
+
+    def dump(tree: Any) -> str:
+        nonlocal encoder
+        if isinstance(tree, str):
+            return settings.encode(tree)
+        try:
+            return "".join(encoder(tree, 0))
+        except BaseException:
+            # a failed encoding leaves its open containers among the markers: start clean
+            if circular:
+                encoder = build()
+            raise
+
+    return dump
+
+
+_SLOT = "\x00message\x00"
+"""Stands for a step's message in its text while the message's own text is spliced in."""
+
+_ATOMS = (str, int, float, bool, type(None))
+"""Immutable JSON values: the same object always has the same text."""
 
 
 def _is(a: object, b: object) -> bool:
@@ -305,15 +495,12 @@ class RunState:
         Raises:
             ConfigError: a ``vars`` value or a blackboard record is not plain JSON data (named).
         """
-        for key, value in self.vars.items():
-            try:
-                json.dumps(value, allow_nan=False)
-            except (TypeError, ValueError) as err:
-                raise ConfigError(
-                    f"vars[{key!r}] cannot be saved in a checkpoint ({err}); a checkpointed run needs JSON vars"
-                ) from err
+        vars = dict(self.vars)
         history = list(self.history)
         if encoder is None:
+            _check_vars(vars)
+            board = [_record_to(r) for r in self.board]
+            models = dict(self.models)
             encoded = (
                 [_message_to(m) for m in history],
                 [_step_to(s) for s in self.steps],
@@ -321,6 +508,21 @@ class RunState:
                 [_plain(m) for m in self.chat],
             )
         else:
+            # vars and the board are encoded here, once, as the check that they are JSON; the
+            # one-by-one checks only run to name what fails
+            try:
+                encoder.encoded(vars, encoder.dump(vars))
+            except (TypeError, ValueError):
+                _check_vars(vars)
+                raise
+            board = encoder.board(self.board)
+            try:
+                encoder.encoded(board, encoder.dump(board))
+            except (TypeError, ValueError):
+                for record in self.board:
+                    _record_to(record)  # raises the ConfigError naming the record
+                raise
+            models = encoder.models(self.models)
             encoded = (
                 encoder.history(history),
                 encoder.steps(self.steps),
@@ -335,11 +537,11 @@ class RunState:
             "history": encoded[0],
             "steps": encoded[1],
             "transitions": encoded[2],
-            "vars": dict(self.vars),
-            "board": [_record_to(r) for r in self.board],
+            "vars": vars,
+            "board": board,
             "chat": encoded[3],
             "started_at": self.started_at,
-            "models": dict(self.models),
+            "models": models,
             "pending": None if self.pending is None else dataclasses.asdict(self.pending),
             "stop_reason": self.stop_reason,
             "error": self.error,

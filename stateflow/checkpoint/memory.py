@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from stateflow.checkpoint.record import Checkpoint, ThreadInfo, ThreadStatus
+from stateflow.checkpoint.record import Checkpoint, ThreadInfo, ThreadStatus, load_json_text
 from stateflow.errors import CheckpointConflict, CheckpointCorrupt, CheckpointNotFound, ThreadBusy, ThreadNotFound
 
 __all__ = ["MemoryCheckpointer"]
@@ -17,23 +17,34 @@ __all__ = ["MemoryCheckpointer"]
 
 @dataclass(frozen=True)
 class _Row:
-    """A stored checkpoint: its text plus the metadata ``threads()`` lists (kept apart from the
-    text, as the database stores keep columns, so one damaged payload does not hide its thread)."""
+    """A stored checkpoint: its record fields, kept apart from the payload (as the database stores
+    keep columns, so one damaged payload does not hide its thread), and its text.
 
-    text: str
+    ``text`` is the whole record's JSON (a checkpoint that came without its payload's text);
+    otherwise ``payload_text`` is the payload's canonical JSON as the run's encoder made it, and
+    the record is assembled from the fields when read. Either way a read decodes text.
+    """
+
+    text: str | None
+    payload_text: str | None
     flow_name: str
+    fingerprint: str
     state: str
     status: ThreadStatus
     created_at: float
     parent: tuple[str, int] | None
+    schema_version: int
 
 
 class MemoryCheckpointer:
     """Checkpoints in this process's memory; thread-safe, gone when the process exits.
 
-    Rows are kept as their JSON text, exactly as the persistent stores keep them: a caller that
-    mutates a payload after ``put`` (or after reading it) cannot change what is stored, and a
-    payload that is not JSON fails at ``put``, not later in a SQLite run.
+    Payloads are kept as their JSON text, as the persistent stores keep them: a caller that
+    mutates a payload after ``put`` (or after reading it) cannot change what is stored, a payload
+    that is not JSON fails at ``put``, not later in a SQLite run, and every read decodes the text
+    afresh, so ``get``/``latest``/``list`` return what a SQLite store returns for the same puts. A
+    checkpoint that comes with its ``payload_json`` (a run's: the encoder made that text once) is
+    stored as that text plus its validated fields, with no second encoding of the whole record.
 
     Example:
         >>> from stateflow.checkpoint import ThreadStatus
@@ -51,17 +62,52 @@ class MemoryCheckpointer:
     def _where(self, thread_id: str, step: int) -> str:
         return f"memory checkpointer, thread {thread_id!r} step {step}"
 
-    def _parse(self, text: str, thread_id: str, step: int) -> Checkpoint:
+    def _parse(self, row: _Row, thread_id: str, step: int) -> Checkpoint:
+        where = self._where(thread_id, step)
         try:
-            return Checkpoint.from_json(text, where=self._where(thread_id, step))
+            if row.text is not None:
+                return Checkpoint.from_json(row.text, where=where)
+            payload = load_json_text(row.payload_text, where=where)
+            if not isinstance(payload, dict):
+                raise CheckpointCorrupt(where, f"payload must be a JSON object, got {type(payload).__name__}")
         except CheckpointCorrupt as err:
             err.thread_id, err.step = thread_id, step
             raise
+        # the fields were validated at put, as from_json validates them (same values as its result)
+        return Checkpoint(
+            thread_id=thread_id,
+            step=step,
+            flow_name=row.flow_name,
+            flow_fingerprint=row.fingerprint,
+            state=row.state,
+            status=row.status,
+            payload=payload,
+            created_at=row.created_at,
+            parent=row.parent,
+            schema_version=row.schema_version,
+        )
 
     def put(self, checkpoint: Checkpoint) -> None:
         """See :meth:`stateflow.checkpoint.Checkpointer.put`."""
         c = checkpoint
-        row = _Row(c.to_json(), c.flow_name, c.state, c.status, c.created_at, c.parent)
+        if c.payload_json is not None:  # its writer promises it is canonical_json(payload)
+            c.check()
+            text, payload_text = None, c.payload_json
+        else:
+            text, payload_text = c.to_json(), None  # validates the fields and encodes the payload
+        parent = None if c.parent is None else (c.parent[0], c.parent[1])
+        created = float(c.created_at)  # as a reader of the JSON gets it (an int is read back as a float)
+        row = _Row(
+            text,
+            payload_text,
+            c.flow_name,
+            c.flow_fingerprint,
+            c.state,
+            ThreadStatus(c.status),
+            created,
+            parent,
+            c.schema_version,
+        )
         with self._lock:
             rows = self._rows.get(checkpoint.thread_id)
             latest = None if not rows else len(rows) - 1
@@ -74,9 +120,9 @@ class MemoryCheckpointer:
         """See :meth:`stateflow.checkpoint.Checkpointer.latest`."""
         with self._lock:
             rows = self._rows.get(thread_id)
-            text = rows[-1].text if rows else None
+            row = rows[-1] if rows else None
             step = len(rows) - 1 if rows else -1
-        return None if text is None else self._parse(text, thread_id, step)
+        return None if row is None else self._parse(row, thread_id, step)
 
     def get(self, thread_id: str, step: int) -> Checkpoint:
         """See :meth:`stateflow.checkpoint.Checkpointer.get`."""
@@ -86,8 +132,8 @@ class MemoryCheckpointer:
                 raise ThreadNotFound(thread_id, "memory checkpointer")
             if not 0 <= step < len(rows):
                 raise CheckpointNotFound(thread_id, step, len(rows) - 1, "memory checkpointer")
-            text = rows[step].text
-        return self._parse(text, thread_id, step)
+            row = rows[step]
+        return self._parse(row, thread_id, step)
 
     def list(self, thread_id: str) -> builtins.list[Checkpoint]:
         """See :meth:`stateflow.checkpoint.Checkpointer.list`."""
@@ -95,7 +141,7 @@ class MemoryCheckpointer:
             rows = builtins.list(self._rows.get(thread_id, ()))
         if not rows:
             raise ThreadNotFound(thread_id, "memory checkpointer")
-        return [self._parse(row.text, thread_id, i) for i, row in enumerate(rows)]
+        return [self._parse(row, thread_id, i) for i, row in enumerate(rows)]
 
     def threads(self) -> builtins.list[ThreadInfo]:
         """See :meth:`stateflow.checkpoint.Checkpointer.threads`."""

@@ -194,7 +194,7 @@ class PostgresCheckpointer:
                 if c.step != (0 if latest is None else latest + 1):
                     raise CheckpointConflict(c.thread_id, c.step, latest)
                 body, payload = encode_row(
-                    c, self._base(conn, c), self.snapshot_every, self._cache.given(c.thread_id, c.step - 1)
+                    c, lambda: self._base(conn, c), self.snapshot_every, self._cache.given(c.thread_id, c.step - 1)
                 )
                 conn.execute(
                     "INSERT INTO stateflow_checkpoints VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", (*row, body)

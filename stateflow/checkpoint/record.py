@@ -44,7 +44,12 @@ def canonical_json(value: Any) -> str:
     Raises:
         TypeError, ValueError: ``value`` holds something JSON cannot represent.
     """
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL.encode(value)
+
+
+# one encoder with canonical_json's settings (json.dumps builds a new one at every call with
+# non-default settings); an encoder keeps no state between calls
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -108,18 +113,26 @@ class Checkpoint:
         Raises:
             CheckpointInvalid: a field has the wrong type or the payload is not JSON (NaN included).
         """
-        problems = _field_problems(self.to_dict())
-        if problems:
-            raise CheckpointInvalid(str(self.thread_id), _int_or(self.step), "; ".join(problems))
+        self.check()
         try:
             if self.payload_json is not None:
                 head = canonical_json({**self.to_dict(), "payload": _PAYLOAD_SLOT})
-                slot = canonical_json(_PAYLOAD_SLOT)
-                if head.count(slot) == 1:  # else a field holds the slot's text: encode it all
-                    return head.replace(slot, self.payload_json)
+                if head.count(_PAYLOAD_SLOT_TEXT) == 1:  # else a field holds the slot's text: encode it all
+                    return head.replace(_PAYLOAD_SLOT_TEXT, self.payload_json)
             return canonical_json(self.to_dict())
         except (TypeError, ValueError) as err:
             raise CheckpointInvalid(self.thread_id, self.step, f"payload is not JSON: {err}") from err
+
+    def check(self) -> None:
+        """Validate every field as :meth:`to_json` does, without encoding the payload (a store that
+        keeps a given ``payload_json`` as it is needs no more).
+
+        Raises:
+            CheckpointInvalid: a field has the wrong type (every problem named at once).
+        """
+        problems = _field_problems(self.to_dict())
+        if problems:
+            raise CheckpointInvalid(str(self.thread_id), _int_or(self.step), "; ".join(problems))
 
     @classmethod
     def from_json(cls, text: str, *, where: str) -> Checkpoint:
@@ -203,6 +216,8 @@ _STATUSES = frozenset(s.value for s in ThreadStatus)
 
 _PAYLOAD_SLOT = "\x00payload\x00"
 """Stands for the payload in a record encoded around a given ``payload_json``."""
+
+_PAYLOAD_SLOT_TEXT = json.dumps(_PAYLOAD_SLOT, ensure_ascii=False)
 
 
 def _is_int(value: Any) -> bool:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,7 +27,7 @@ from stateflow.checkpoint.delta import apply_delta, identity_delta, payload_delt
 from stateflow.checkpoint.record import Checkpoint, canonical_json, load_json_text
 from stateflow.errors import CheckpointCorrupt
 
-__all__ = ["DEFAULT_SNAPSHOT_EVERY", "PayloadCache", "decode_rows", "encode_row", "window_start"]
+__all__ = ["DEFAULT_SNAPSHOT_EVERY", "PayloadCache", "Rebuild", "Stored", "decode_rows", "encode_row", "window_start"]
 
 DEFAULT_SNAPSHOT_EVERY = 10
 """A full row every 10 steps: 6.6x fewer bytes than full copies for a 50-step thread, at most
@@ -36,31 +36,63 @@ DEFAULT_SNAPSHOT_EVERY = 10
 _CACHED_THREADS = 256
 
 
+class Rebuild:
+    """A written step's payload as a reader would rebuild it, computed only when asked for.
+
+    A writer that wrote a delta by identity (:func:`encode_row`) keeps this instead of the
+    rebuilt payload: the next step of the same run is written by identity too and never needs it,
+    so decoding the delta and copying the previous payload at every step was wasted work. It is
+    resolved (once) only if a later write needs the step's payload as values.
+    """
+
+    __slots__ = ("base", "delta_text", "value")
+
+    def __init__(self, base: dict[str, Any] | Rebuild, delta_text: str):
+        self.base: dict[str, Any] | Rebuild | None = base
+        self.delta_text = delta_text
+        self.value: dict[str, Any] | None = None
+
+    def resolve(self) -> dict[str, Any]:
+        if self.value is None:
+            base = self.base.resolve() if isinstance(self.base, Rebuild) else self.base
+            assert base is not None
+            self.value = apply_delta(base, json.loads(self.delta_text))
+            self.base = None  # the chain back to the last full row is no longer needed
+        return self.value
+
+
+Stored = dict[str, Any] | Rebuild
+"""A step's payload as stored: decoded values, or a :class:`Rebuild` of them."""
+
+
 @dataclass
 class PayloadCache:
     """The last payload each thread was written or read with, as the writer's base for a delta.
 
     Bounded (least recently used threads are forgotten; a forgotten base costs one window read).
-    Payloads are kept as decoded from their canonical JSON, so no caller can mutate them.
+    Payloads are kept as decoded from their canonical JSON (or as a :class:`Rebuild` of that),
+    so no caller can mutate them.
     """
 
-    entries: OrderedDict[str, tuple[int, dict[str, Any], Mapping[str, Any] | None]] = field(default_factory=OrderedDict)
+    entries: OrderedDict[str, tuple[int, Stored, Mapping[str, Any] | None]] = field(default_factory=OrderedDict)
 
     def get(self, thread_id: str, step: int) -> dict[str, Any] | None:
         entry = self.entries.get(thread_id)
         if entry is None or entry[0] != step:
             return None
         self.entries.move_to_end(thread_id)
-        return entry[1]
+        stored = entry[1]
+        return stored.resolve() if isinstance(stored, Rebuild) else stored
 
-    def given(self, thread_id: str, step: int) -> Mapping[str, Any] | None:
-        """The payload object a writer put at ``step`` with its text (see :func:`encode_row`), if kept."""
+    def given(self, thread_id: str, step: int) -> tuple[Mapping[str, Any], Stored] | None:
+        """The payload object a writer put at ``step`` with its text (see :func:`encode_row`), and
+        that step's stored payload, if kept."""
         entry = self.entries.get(thread_id)
-        return entry[2] if entry is not None and entry[0] == step else None
+        if entry is None or entry[0] != step or entry[2] is None:
+            return None
+        return entry[2], entry[1]
 
-    def remember(
-        self, thread_id: str, step: int, payload: dict[str, Any], given: Mapping[str, Any] | None = None
-    ) -> None:
+    def remember(self, thread_id: str, step: int, payload: Stored, given: Mapping[str, Any] | None = None) -> None:
         self.entries[thread_id] = (step, payload, given)
         self.entries.move_to_end(thread_id)
         while len(self.entries) > _CACHED_THREADS:
@@ -74,45 +106,51 @@ def window_start(step: int, snapshot_every: int) -> int:
 
 def encode_row(
     checkpoint: Checkpoint,
-    previous: Mapping[str, Any] | None,
+    previous: Callable[[], Mapping[str, Any] | None],
     snapshot_every: int,
-    given: Mapping[str, Any] | None = None,
-) -> tuple[str, dict[str, Any]]:
+    given: tuple[Mapping[str, Any], Stored] | None = None,
+) -> tuple[str, Stored]:
     """The text to store for ``checkpoint``, and its payload as stored (the writer's next base).
 
     Args:
         checkpoint: the checkpoint to write (validated here: a bad payload raises CheckpointInvalid).
-        previous: the payload of step ``checkpoint.step - 1`` as stored, if the writer has it.
+        previous: gives the payload of step ``checkpoint.step - 1`` as stored, if the writer has it
+            (called only when a delta is computed from values).
         snapshot_every: full row every this many steps (1: always full).
+        given: the payload *object* the writer put at the previous step with its text (kept only
+            for a checkpoint that came with its ``payload_json``), and that step's stored payload.
 
     The returned payload is built from the stored text (never the caller's objects), so later
     mutations by the caller cannot reach it. A delta is kept only if it rebuilds the payload's
     exact JSON: Python counts ``1``, ``1.0`` and ``True`` as equal, JSON does not. That check
-    encodes the whole rebuilt payload, unless the writer gave the previous step's payload object
-    (``given``, kept only for a checkpoint that came with its ``payload_json``) and this one
-    comes with its text too: then the delta is :func:`~stateflow.checkpoint.delta.identity_delta`,
-    exact by construction (a part is reused only if it is the same, never-mutated object).
+    encodes the whole rebuilt payload, unless ``given`` is there and this checkpoint comes with
+    its text too: then the delta is :func:`~stateflow.checkpoint.delta.identity_delta`, exact by
+    construction (a part is reused only if it is the same, never-mutated object), and the stored
+    payload is returned as a :class:`Rebuild` (decoded only if a later write needs it).
     """
+    if given is not None and checkpoint.payload_json is not None and checkpoint.step % snapshot_every != 0:
+        checkpoint.check()  # every field; the payload is JSON by its writer's promise (its text is given)
+        record = {**checkpoint.to_dict(), "payload": _DELTA_SLOT}
+        delta_text = canonical_json(identity_delta(given[0], checkpoint.payload))
+        head = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
+        slot = canonical_json(_DELTA_SLOT)
+        if head.count(slot) == 1:  # else a field holds the slot's text: take the path below
+            return head.replace(slot, delta_text), Rebuild(given[1], delta_text)
     full = checkpoint.to_json()  # validates every field and the whole payload
-    if (
-        given is not None
-        and previous is not None
-        and checkpoint.payload_json is not None
-        and checkpoint.step % snapshot_every != 0
-    ):
+    base = previous() if checkpoint.step % snapshot_every != 0 else None
+    if base is not None:
         record = checkpoint.to_dict()
-        record["payload"] = identity_delta(given, checkpoint.payload)
+        record["payload"] = payload_delta(base, checkpoint.payload)
         text = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
-        return text, apply_delta(previous, json.loads(canonical_json(record["payload"])))
-    if previous is not None and checkpoint.step % snapshot_every != 0:
-        record = checkpoint.to_dict()
-        record["payload"] = payload_delta(previous, checkpoint.payload)
-        text = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
-        rebuilt = apply_delta(previous, json.loads(canonical_json(record["payload"])))  # as a reader decodes it
+        rebuilt = apply_delta(base, json.loads(canonical_json(record["payload"])))  # as a reader decodes it
         expected = checkpoint.payload_json or canonical_json(checkpoint.payload)
         if canonical_json(rebuilt) == expected:
             return text, rebuilt
     return full, json.loads(full)["payload"]
+
+
+_DELTA_SLOT = "\x00delta\x00"
+"""Stands for the delta in a row encoded around the delta's own text."""
 
 
 def _exposed(checkpoint: Checkpoint) -> Checkpoint:

@@ -199,7 +199,7 @@ class SQLiteCheckpointer:
             latest = self._latest_step(conn, c.thread_id)
             if c.step != (0 if latest is None else latest + 1):
                 raise CheckpointConflict(c.thread_id, c.step, latest)
-            body, payload = encode_row(c, self._base(conn, c), self.snapshot_every, self._given(c))
+            body, payload = encode_row(c, lambda: self._base(conn, c), self.snapshot_every, self._given(c))
             row = (c.thread_id, c.step, c.flow_name, c.state, str(c.status), c.created_at, parent_thread, parent_step)
             conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*row, body))
             conn.execute("COMMIT")
@@ -210,7 +210,8 @@ class SQLiteCheckpointer:
             self._cache.remember(c.thread_id, c.step, payload, c.payload if c.payload_json is not None else None)
 
     def _given(self, checkpoint: Checkpoint) -> Any:
-        """The payload object this writer put at the previous step with its text (delta without re-encoding)."""
+        """The payload object this writer put at the previous step with its text, and that step's
+        stored payload (a delta by identity, see :func:`encode_row`)."""
         with self._lock:
             return self._cache.given(checkpoint.thread_id, checkpoint.step - 1)
 

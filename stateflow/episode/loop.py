@@ -143,6 +143,7 @@ class Episode:
         # the position last saved, (transitions taken, cursor): a resumed run starts at one
         self._saved_at: tuple[int, int] | None = (len(self.transitions), self._cursor) if start else None
         self.current: OutputFunction | None = None
+        self._chat: list[dict[str, Any]] = []  # copies of the group chat's messages (see _chat_copies)
         self.mcp = MCPSessions()  # MCP servers of LLM tools: started with the agents, stopped by run()
         try:
             self.agents: ChatAgents = build_agents(self)
@@ -222,16 +223,27 @@ class Episode:
             view=self.view.name,
             state=self.ctx.state,
             cursor=self._cursor,
-            history=History(list(self.history)),
+            history=History(self.history),  # History copies the list (the messages are frozen)
             steps=list(self.steps),
             transitions=list(self.transitions),
             vars=dict(self.ctx.vars),
             board=self.ctx.board,
-            chat=[dict(m) for m in self.agents.groupchat.messages],
+            chat=self._chat_copies(),
             started_at=self.started_at,
             models=dict(self.backends.assignment.by_state),
             pending=self.pending,
         )
+
+    def _chat_copies(self) -> list[dict[str, Any]]:
+        """The group chat's messages, copied (AutoGen owns the originals): each message is copied
+        once and the copy is shared by later snapshots while the original still equals it, so a
+        checkpoint's encoder recognises the old messages by identity instead of comparing them."""
+        messages = self.agents.groupchat.messages
+        copies = self._chat
+        if len(messages) < len(copies) or messages[: len(copies)] != copies:  # AutoGen changed one
+            copies.clear()
+        copies.extend(dict(m) for m in messages[len(copies) :])
+        return list(copies)
 
     def _save_position(self, status: str) -> None:
         """Save the run at its current position, once per position (a resumed run starts at a

@@ -1,103 +1,219 @@
-"""A flow as an A2A agent: AG2's ``autogen.a2a`` server around a ``ConversableAgent`` that runs it.
+"""A flow as an A2A agent: AG2's ``autogen.a2a`` server with an executor that runs the flow.
 
-AG2's :class:`autogen.a2a.A2aAgentServer` serves any ``ConversableAgent`` over the Agent2Agent
-protocol (agent card, JSON-RPC, streamed artifacts). Its executor asks the agent for a reply
-through ``a_generate_oai_reply``; :class:`FlowAgent` answers that by running the flow on the
-caller's last message (a new thread per request, saved in the server's checkpointer) and streams
-the run's token deltas back as AutoGen ``StreamEvent`` s, which the server turns into artifact
-updates. The reply is the run's last model (or tool) message; a run that pauses on a deferred
-question replies with the question and its thread id (answer it over AG-UI or ``stateflow
-resume``); a failed run is a failed A2A task.
+AG2's :class:`autogen.a2a.A2aAgentServer` serves an agent over the Agent2Agent protocol (agent
+card, JSON-RPC, streamed artifacts, the task store). Its own executor asks a ``ConversableAgent``
+for one reply and never learns the conversation's ``context_id``, so a paused flow could not be
+continued. :class:`FlowExecutor` takes its place:
+
+* an A2A conversation (its ``context_id``) is one durable thread of the server's checkpointer
+  (:func:`thread_for_context`); its first message runs the flow on the message's text;
+* a run that pauses on a deferred question (``Human(defer=True)``, an interrupt) puts the task
+  in state ``input-required`` with the question as the status message; the client's next
+  message in the same conversation (the same task, or a new one in the same context, as AG2's
+  ``A2aRemoteAgent`` sends it) is the answer and resumes the thread;
+* the run's token deltas are streamed as artifact updates, its answer is the final artifact and
+  the task completes; a failed run is a failed task (sending another message continues the thread
+  from its last checkpoint); a message for a finished conversation is rejected;
+* messages for one conversation are served one at a time (the lock AG-UI requests use too);
+  ``tasks/cancel`` cancels a task and stops its run.
 
 Another agent calls the flow with AG2's own client, ``autogen.a2a.A2aRemoteAgent(url=...)``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import re
 import uuid
 from contextlib import aclosing
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from autogen import ConversableAgent
-from autogen.events.client_events import StreamEvent
-from autogen.io.base import IOStream
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
 
+from stateflow.checkpoint import ThreadStatus
+from stateflow.errors import StateFlowError
 from stateflow.events import RunFinished, TokenDelta
+from stateflow.fingerprint import flow_fingerprint
 from stateflow.live import astream_call
+from stateflow.serve.guard import Refused, ThreadLocks
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from stateflow.serve.app import FlowService
+    from stateflow.serve.app import FlowService, RunCall
 
-__all__ = ["FlowAgent", "a2a_app"]
+__all__ = ["FlowExecutor", "a2a_app", "thread_for_context"]
+
+_SAFE_CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,118}$")
+
+
+def thread_for_context(context_id: str) -> str:
+    """The durable thread of an A2A conversation: ``a2a-{context_id}`` when the id is short
+    and plain, else ``a2a-`` and a digest of it (a client chooses the id: it is untrusted)."""
+    if _SAFE_CONTEXT.match(context_id):
+        return f"a2a-{context_id}"
+    return f"a2a-{hashlib.sha256(context_id.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}"
 
 
 def _agent_name(flow_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", flow_name) or "flow"
 
 
-def _task_text(messages: list[dict[str, Any]] | None) -> str | None:
-    """The caller's last message text (A2A messages may carry no role: they are the caller's)."""
-    for m in reversed(messages or []):
+def _text_of(messages: list[dict[str, Any]]) -> str | None:
+    """The caller's last message text (A2A message parts may carry no role: they are the caller's)."""
+    for m in reversed(messages):
         if m.get("role", "user") == "user" and isinstance(m.get("content"), str) and m["content"].strip():
             return str(m["content"])
     return None
 
 
-class FlowAgent(ConversableAgent):
-    """A ``ConversableAgent`` whose reply is a run of the served flow.
+def plan_message(service: FlowService, thread_id: str, text: str) -> RunCall:
+    """What a conversation's message asks for, checked against its thread's latest checkpoint.
+
+    Raises:
+        Refused: the message cannot be served (the reason says why).
+    """
+    latest = service.checkpointer.latest(thread_id)
+    if latest is None:
+        return service.starter(text, thread_id)
+    if latest.flow_name != service.flow.name or latest.flow_fingerprint != flow_fingerprint(service.flow):
+        raise Refused(409, f"thread {thread_id!r} was saved by another flow ({latest.flow_name!r}) or definition")
+    if latest.status is ThreadStatus.FINISHED:
+        raise Refused(409, f"this conversation's thread {thread_id!r} has finished; start a new conversation")
+    if latest.status is ThreadStatus.PAUSED:
+        return service.continuer(thread_id, text)  # the message answers the question
+    return service.continuer(thread_id, None)  # crashed or failed: on from its last checkpoint
+
+
+class FlowExecutor(AgentExecutor):
+    """Runs the served flow for each A2A message; one durable thread per conversation.
 
     Args:
-        service: the flow, its models and the checkpointer (:class:`~stateflow.serve.app.FlowService`).
+        service: the flow, its models and the checkpointer.
+        locks: the per-thread locks shared with the server's other routes.
     """
 
-    def __init__(self, service: FlowService):
-        flow = service.flow
-        super().__init__(
-            _agent_name(flow.name),
-            llm_config=False,
-            human_input_mode="NEVER",
-            code_execution_config=False,
-            description=flow.description or f"StateFlow flow {flow.name!r} (states: {', '.join(flow.states)})",
-        )
+    def __init__(self, service: FlowService, locks: ThreadLocks):
         self.service = service
+        self.locks = locks
 
-    async def a_generate_oai_reply(  # type: ignore[override]
-        self,
-        messages: list[dict[str, Any]] | None = None,
-        sender: Any = None,
-        config: Any = None,
-        **kwargs: Any,
-    ) -> tuple[bool, str | dict[str, Any] | None]:
-        task = _task_text(messages)
-        if task is None:
-            return True, "error: the request carried no text message to run the flow on"
-        iostream = IOStream.get_default()  # AG2's executor collects the streamed text here
-        thread_id = f"a2a-{uuid.uuid4().hex[:12]}"
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """Serve one message: start, answer or continue the conversation's thread."""
+        from a2a.compat.v0_3 import conversions
+        from a2a.compat.v0_3.types import Task, TaskState, TaskStatus
+        from autogen.a2a.utils import request_message_from_a2a
+
+        assert context.message is not None
+        request = conversions.to_compat_message(context.message)
+        task_id = context.task_id or request.task_id or str(uuid.uuid4())
+        context_id = context.context_id or request.context_id or str(uuid.uuid4())
+        if context.current_task is None:
+            submitted = Task(
+                id=task_id,
+                context_id=context_id,
+                status=TaskStatus(state=TaskState.submitted, timestamp=datetime.now(UTC).isoformat()),
+                history=[request],
+            )
+            await event_queue.enqueue_event(conversions.to_core_task(submitted))
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        await updater.start_work()
+        text = _text_of(request_message_from_a2a(request).messages)
+        if text is None:
+            await updater.reject(self._message(updater, "the message carries no text to run the flow on"))
+            return
+        thread_id = thread_for_context(context_id)
+        async with self.locks.hold(thread_id):
+            try:
+                call = await asyncio.to_thread(plan_message, self.service, thread_id, text)
+            except (Refused, StateFlowError) as err:
+                await updater.reject(self._message(updater, str(err)))
+                return
+            await self._run(call, thread_id, updater)
+
+    async def _run(self, call: RunCall, thread_id: str, updater: TaskUpdater) -> None:
+        from autogen.a2a.utils import copy_artifact, make_artifact, to_core_parts
+
+        artifact = make_artifact(message=None)
+        streamed = False
         result = None
-        async with aclosing(astream_call(self.service.starter(task, thread_id))) as events:
-            async for event in events:
-                if isinstance(event, TokenDelta):
-                    iostream.send(StreamEvent(content=event.text))
-                elif isinstance(event, RunFinished):
-                    result = event.result
-        assert result is not None
+        try:
+            async with aclosing(astream_call(call)) as events:
+                async for event in events:
+                    if isinstance(event, TokenDelta):
+                        artifact = copy_artifact(artifact, {"content": event.text})
+                        await updater.add_artifact(
+                            parts=to_core_parts(artifact.parts),
+                            artifact_id=artifact.artifact_id,
+                            name=artifact.name,
+                            append=streamed,
+                            last_chunk=False,
+                        )
+                        streamed = True
+                    elif isinstance(event, RunFinished):
+                        result = event.result
+        except StateFlowError as err:  # the run could not start (e.g. another process holds the thread)
+            await updater.failed(self._message(updater, f"{type(err).__name__}: {err}"))
+            return
+        assert result is not None  # a run that returns has announced its end
         if result.status == "failed":
-            raise RuntimeError(f"the flow failed: {result.error}")
+            await updater.failed(self._message(updater, f"the flow failed: {result.error}"))
+            return
         if result.pending is not None:
-            return True, f"{result.pending.question}\n(thread {thread_id} waits for this answer)"
-        return True, RunFinished(result).to_dict()["answer"] or ""
+            await updater.requires_input(self._message(updater, result.pending.question))
+            return
+        answer = RunFinished(result).to_dict()["answer"] or ""
+        artifact = copy_artifact(artifact, {"content": answer})
+        await updater.add_artifact(
+            parts=to_core_parts(artifact.parts),
+            artifact_id=artifact.artifact_id,
+            name=artifact.name,
+            append=streamed,
+            last_chunk=True,
+        )
+        await updater.complete()
+
+    @staticmethod
+    def _message(updater: TaskUpdater, text: str) -> Any:
+        """An agent message on the updater's task (a status update's text)."""
+        from autogen.a2a.utils import new_agent_text_message, to_core_message
+
+        return to_core_message(new_agent_text_message(text, context_id=updater.context_id, task_id=updater.task_id))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """``tasks/cancel``: mark the task canceled. A running task's run stops too: the request
+        handler then cancels :meth:`execute`, which closes the run's event stream (the run is
+        cancelled at its next event and its thread is joined; the thread is failed at its last
+        checkpoint and the conversation's next message continues it)."""
+        assert context.task_id is not None and context.context_id is not None
+        await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def a2a_app(service: FlowService, url: str) -> Starlette:
+def a2a_app(service: FlowService, url: str, locks: ThreadLocks | None = None) -> Starlette:
     """The A2A Starlette application serving ``service``'s flow; ``url`` is where it is mounted
     (written into the agent card: callers post their JSON-RPC requests there)."""
     from a2a.compat.v0_3.types import AgentSkill
+    from autogen import ConversableAgent
     from autogen.a2a import A2aAgentServer, CardSettings
 
-    agent = FlowAgent(service)
     flow = service.flow
-    skill = AgentSkill(id=agent.name, name=flow.name, description=agent.description, tags=["stateflow", "flow"])
-    return A2aAgentServer(agent, url=url, agent_card=CardSettings(skills=[skill])).build()
+    executor = FlowExecutor(service, locks or ThreadLocks())
+    description = flow.description or f"StateFlow flow {flow.name!r} (states: {', '.join(flow.states)})"
+    name = _agent_name(flow.name)
+
+    class FlowServer(A2aAgentServer):
+        """AG2's server with the flow's executor in place of its one-reply agent executor."""
+
+        @property
+        def executor(self) -> Any:  # type: ignore[override]
+            return executor
+
+    # The card is drawn from an agent's name and description; the agent itself is never asked.
+    card_agent = ConversableAgent(
+        name, llm_config=False, human_input_mode="NEVER", code_execution_config=False, description=description
+    )
+    skill = AgentSkill(id=name, name=flow.name, description=description, tags=["stateflow", "flow"])
+    return FlowServer(card_agent, url=url, agent_card=CardSettings(skills=[skill])).build()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing, asynccontextmanager
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ from stateflow.fingerprint import flow_fingerprint
 from stateflow.flow import Flow
 from stateflow.live import astream_call
 from stateflow.serve.agui import AGUITranslator, interrupt_id
+from stateflow.serve.guard import Refused, ThreadLocks
 from stateflow.threads import load_position
 from stateflow.trace import RunResult
 from stateflow.views import View
@@ -125,87 +126,58 @@ class FlowService:
         return call
 
 
-class _Refused(Exception):
-    """A request that cannot be served: its HTTP status and the reason."""
-
-    def __init__(self, status: int, reason: str):
-        super().__init__(reason)
-        self.status, self.reason = status, reason
-
-
-class _ThreadLocks:
-    """One asyncio lock per thread id while requests for it are in flight (then dropped)."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, thread_id: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(thread_id, (asyncio.Lock(), 0))
-        self._locks[thread_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[thread_id]
-            if users == 1:
-                del self._locks[thread_id]
-            else:
-                self._locks[thread_id] = (lock, users - 1)
-
-
 def _task_of(incoming: RunAgentInput) -> str:
     for m in reversed(incoming.messages):
         if m.role == "user":
             content = m.content
             if isinstance(content, str) and content.strip():
                 return content
-            raise _Refused(400, "the last user message has no text content to run the flow on")
-    raise _Refused(400, "messages holds no user message: the flow runs on the last one")
+            raise Refused(400, "the last user message has no text content to run the flow on")
+    raise Refused(400, "messages holds no user message: the flow runs on the last one")
 
 
 def _plan(service: FlowService, incoming: RunAgentInput) -> RunCall:
     """What a request asks for, checked against its thread's latest checkpoint.
 
     Raises:
-        _Refused: what is wrong with the request, and its HTTP status.
+        Refused: what is wrong with the request, and its HTTP status.
     """
     thread_id = incoming.thread_id
     if not _THREAD_ID.match(thread_id):
-        raise _Refused(400, f"thread_id {thread_id[:40]!r}: 1-128 letters, digits and ._:@- (starting alphanumeric)")
+        raise Refused(400, f"thread_id {thread_id[:40]!r}: 1-128 letters, digits and ._:@- (starting alphanumeric)")
     latest = service.checkpointer.latest(thread_id)
     if latest is None:
         if incoming.resume:
-            raise _Refused(404, f"thread {thread_id!r} does not exist: there is nothing to resume")
+            raise Refused(404, f"thread {thread_id!r} does not exist: there is nothing to resume")
         return service.starter(_task_of(incoming), thread_id)
     if latest.flow_name != service.flow.name or latest.flow_fingerprint != flow_fingerprint(service.flow):
-        raise _Refused(409, f"thread {thread_id!r} was saved by another flow ({latest.flow_name!r}) or definition")
+        raise Refused(409, f"thread {thread_id!r} was saved by another flow ({latest.flow_name!r}) or definition")
     if latest.status is ThreadStatus.FINISHED:
-        raise _Refused(409, f"thread {thread_id!r} has finished; start another thread_id")
+        raise Refused(409, f"thread {thread_id!r} has finished; start another thread_id")
     if latest.status is not ThreadStatus.PAUSED:
         if incoming.resume:
-            raise _Refused(409, f"thread {thread_id!r} is {latest.status.value}, not waiting for an answer")
+            raise Refused(409, f"thread {thread_id!r} is {latest.status.value}, not waiting for an answer")
         return service.continuer(thread_id, None)  # crashed or failed: on from its last checkpoint
     position = load_position(latest, service.flow)
     expected = interrupt_id(thread_id, len(position.transitions))
     question = position.pending.question if position.pending is not None else ""
     entries = incoming.resume or []
     if len(entries) != 1 or entries[0].interrupt_id != expected:
-        raise _Refused(
+        raise Refused(
             409,
             f"thread {thread_id!r} waits for an answer to interrupt {expected!r} ({question[:200]!r}): "
             "send resume=[{interruptId, status: 'resolved', payload: ANSWER}]",
         )
     entry = entries[0]
     if entry.status != "resolved" or not isinstance(entry.payload, str):
-        raise _Refused(400, f"interrupt {expected!r}: the answer must be resolved with a text payload")
+        raise Refused(400, f"interrupt {expected!r}: the answer must be resolved with a text payload")
     return service.continuer(thread_id, entry.payload)
 
 
 def build_app(service: FlowService, *, base_url: str) -> Starlette:
     """The HTTP application serving ``service``'s flow; ``base_url`` is where clients reach it
     (the A2A agent card names ``{base_url}/a2a/``)."""
-    locks = _ThreadLocks()
+    locks = ThreadLocks()
 
     def refuse(status: int, reason: str, detail: Any = None) -> JSONResponse:
         body: dict[str, Any] = {"error": reason}
@@ -226,7 +198,7 @@ def build_app(service: FlowService, *, base_url: str) -> Starlette:
             return refuse(422, "the body is not a valid AG-UI RunAgentInput", problems)
         try:
             await asyncio.to_thread(_plan, service, incoming)  # refuse what cannot run before streaming
-        except _Refused as err:
+        except Refused as err:
             return refuse(err.status, err.reason)
         except StateFlowError as err:
             return refuse(409, f"{type(err).__name__}: {err}")
@@ -237,7 +209,7 @@ def build_app(service: FlowService, *, base_url: str) -> Starlette:
         async with locks.hold(incoming.thread_id):
             try:  # checked again: another request for the thread may have run meanwhile
                 call = await asyncio.to_thread(_plan, service, incoming)
-            except (_Refused, StateFlowError) as err:
+            except (Refused, StateFlowError) as err:
                 yield encoder.encode(RunErrorEvent(message=str(err), code="refused"))
                 return
             translator = AGUITranslator(incoming.thread_id, incoming.run_id)
@@ -279,6 +251,6 @@ def build_app(service: FlowService, *, base_url: str) -> Starlette:
         Route("/agui", agui, methods=["POST"]),
         Route("/threads/{thread_id}", thread, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
-        Mount("/a2a", app=a2a_app(service, f"{base_url.rstrip('/')}/a2a/")),
+        Mount("/a2a", app=a2a_app(service, f"{base_url.rstrip('/')}/a2a/", locks)),
     ]
     return Starlette(routes=routes)

@@ -239,7 +239,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--live-tokens",
                 help="stream every model reply so `stateflow ui`'s live page shows its tokens as they arrive "
-                "(streamed calls report no cached prompt tokens)",
+                "(every model call is then a streamed call)",
             ),
         ] = False,
         list_methods: Annotated[bool, typer.Option("--list-methods", help="list methods and exit")] = False,

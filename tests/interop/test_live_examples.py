@@ -66,9 +66,12 @@ def test_serve_approval_pauses_over_http_and_resumes_with_the_answer(tmp_path):
                     assert time.monotonic() < deadline
                     time.sleep(0.2)
             last = example.client(url, "yes")
+            over_a2a = example.a2a_client(url, "yes")  # another agent: input-required, answered, finished
+            threads = httpx.get(f"{url}/health").json()
         finally:
             proc.terminate()
             proc.wait(30)
     assert last["type"] == "RUN_FINISHED" and last["outcome"]["type"] == "success"
+    assert over_a2a == "Tokens now stream." and threads["flow"] == "release-note"
     assert last["result"]["path"] == ["Draft", "Approve", "Published"]
-    assert len(srv.requests) == 1  # answering the question did not ask the model again
+    assert len(srv.requests) == 2  # one draft per thread: answering a question did not ask the model again

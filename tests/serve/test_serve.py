@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -260,3 +261,130 @@ def test_ag2_a2a_client_calls_the_served_flow():
         assert any(m.get("content") == "the answer?" for m in srv.requests[-1]["messages"])
         assert [t.status.value for t in store.threads()] == ["finished"]
     assert _live_threads() == []
+
+
+def _asking_flow() -> Flow:
+    ask = State("Ask", Prompt("Draft."), LLM())
+    approve = State("Approve", Human(prompt="Publish the draft?", defer=True, name="editor"))
+    done = State("Done", final=True)
+    return Flow("asking", initial=ask, transitions=[Transition(ask, approve), Transition(approve, done)])
+
+
+def test_a_paused_flow_uses_a2a_input_required_and_the_answer_resumes_its_thread():
+    from autogen.a2a import A2aRemoteAgent
+
+    class Answering(A2aRemoteAgent):
+        """AG2's client; the human it would ask on input-required answers from a list."""
+
+        def __init__(self, answers: list[str], **kw):
+            super().__init__(**kw)
+            self.answers, self.prompts = answers, []
+
+        async def a_get_human_input(self, prompt: str, **kw) -> str:
+            self.prompts.append(prompt)
+            return self.answers.pop(0)
+
+    with _served(_asking_flow(), lambda m, msgs, b: "a short draft") as (base, srv, store):
+        remote = Answering(["yes, publish"], url=f"{base}/a2a", name="remote")
+        ok, reply = asyncio.run(remote.a_generate_remote_reply(messages=[{"role": "user", "content": "write it"}]))
+        assert ok and reply is not None
+        # the task went to input-required once (AG2's client shows its human the task history's
+        # last message, the caller's own, not the status message that carries the question:
+        # the question's text is checked on the protocol in the next test)
+        assert len(remote.prompts) == 1
+        (thread,) = store.threads()  # the question and its answer were one conversation: one thread
+        assert thread.thread_id.startswith("a2a-") and thread.status.value == "finished"
+        assert thread.state == "Done"
+        assert len(srv.requests) == 1  # the answer resumed the thread: the model was not asked again
+        statuses = [c.status.value for c in store.list(thread.thread_id)]
+        assert "paused" in statuses and statuses[-1] == "finished"  # paused, then answered on the same thread
+
+
+def test_an_a2a_conversation_is_one_thread_and_input_required_is_the_task_state():
+    # the protocol itself, with the a2a SDK's JSON-RPC over HTTP: the first message pauses the
+    # task in input-required with the question; the next one on the same task finishes it
+    def send(text: str, context_id: str, task_id: str | None = None) -> dict:
+        message = {"role": "user", "parts": [{"kind": "text", "text": text}], "messageId": uuid.uuid4().hex,
+                   "contextId": context_id}  # fmt: skip
+        if task_id is not None:
+            message["taskId"] = task_id
+        body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+        r = httpx.post(f"{base}/a2a/", json=body, timeout=30)
+        assert r.status_code == 200, r.text
+        return r.json()["result"]
+
+    with _served(_asking_flow(), lambda m, msgs, b: "a short draft") as (base, srv, store):
+        first = send("write it", "conv-1")
+        assert first["status"]["state"] == "input-required"
+        assert "Publish the draft?" in first["status"]["message"]["parts"][0]["text"]
+        assert [(t.thread_id, t.status.value) for t in store.threads()] == [("a2a-conv-1", "paused")]
+        second = send("yes", "conv-1", task_id=first["id"])
+        assert second["status"]["state"] == "completed"
+        assert [(t.thread_id, t.status.value) for t in store.threads()] == [("a2a-conv-1", "finished")]
+        again = send("and again", "conv-1")  # a finished conversation is not restarted silently
+        assert again["status"]["state"] == "rejected"
+        assert "finished" in again["status"]["message"]["parts"][0]["text"]
+        other = send("write another", "conv-2")  # another conversation, another thread
+        assert other["status"]["state"] == "input-required"
+        assert len(store.threads()) == 2 and len(srv.requests) == 2
+    assert _live_threads() == []
+
+
+def test_an_a2a_task_cancelled_by_its_client_stops_its_run():
+    def rpc(method: str, params: dict) -> dict:
+        r = httpx.post(f"{base}/a2a/", json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, timeout=30)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    words = " ".join(f"w{i}" for i in range(400))
+    with _served(_plain_flow(), lambda m, msgs, b: words, chunk_delay_s=0.02) as (base, srv, store):
+        message = {"role": "user", "parts": [{"kind": "text", "text": "talk"}], "messageId": "m1", "contextId": "c1"}
+        started = rpc("message/send", {"message": message, "configuration": {"blocking": False}})["result"]
+        deadline = time.monotonic() + 10
+        while not srv.active and time.monotonic() < deadline:  # the model is streaming its reply
+            time.sleep(0.02)
+        assert srv.active == 1
+        cancelled = rpc("tasks/cancel", {"id": started["id"]})
+        assert cancelled["result"]["status"]["state"] == "canceled", cancelled
+        deadline = time.monotonic() + 10
+        while (_live_threads() or srv.active) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _live_threads() == [] and srv.active == 0  # the run and its model stream ended
+        assert [t.status.value for t in store.threads()] == ["failed"]  # continued by a next message
+
+
+def test_a_conversation_id_from_a_client_becomes_a_safe_thread_id():
+    from stateflow.serve.a2a import thread_for_context
+    from stateflow.serve.app import _THREAD_ID
+
+    assert thread_for_context("conv-1") == "a2a-conv-1"
+    for hostile in ("../../etc/passwd", "x" * 500, "ü nicode", "", "a\nb", "-leading"):
+        thread = thread_for_context(hostile)
+        assert _THREAD_ID.match(thread) and thread == thread_for_context(hostile), hostile
+    assert thread_for_context("a b") != thread_for_context("a_b")  # distinct ids stay distinct
+
+
+def test_concurrent_a2a_messages_of_one_conversation_are_served_one_at_a_time():
+    def slow(model, messages, body):
+        time.sleep(0.3)
+        return "done"
+
+    with _served(_plain_flow(), slow) as (base, srv, store):
+
+        async def both() -> list[dict]:
+            async with httpx.AsyncClient(timeout=30) as client:
+
+                async def one(n: int) -> dict:
+                    message = {"role": "user", "parts": [{"kind": "text", "text": "go"}], "messageId": f"m{n}",
+                               "contextId": "shared"}  # fmt: skip
+                    body = {"jsonrpc": "2.0", "id": n, "method": "message/send", "params": {"message": message}}
+                    r = await client.post(f"{base}/a2a/", json=body)
+                    return r.json()["result"]
+
+                return await asyncio.gather(one(1), one(2))
+
+        results = asyncio.run(both())
+        states = sorted(r["status"]["state"] for r in results)
+        # the second waited for the first, then found the conversation's thread finished
+        assert states == ["completed", "rejected"]
+        assert len(srv.requests) == 1 and [t.thread_id for t in store.threads()] == ["a2a-shared"]

@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import contextvars
 import ctypes
+import functools
 import json
 import os
 import re
@@ -220,15 +221,17 @@ class AccountingLlama(llama_cpp.Llama):
         cpp.llama_sampler_accept(chain, token)
         return token
 
-    def create_chat_completion(self, *args: Any, **kwargs: Any) -> Any:
+    def create_chat_completion(self, *args: Any, sf_include_usage: bool = False, **kwargs: Any) -> Any:
+        """The library's chat completion, with timings; a stream ends with OpenAI's usage chunk
+        when ``sf_include_usage`` (the request's ``stream_options.include_usage``)."""
         started = time.perf_counter()
         result = super().create_chat_completion(*args, **kwargs)
         if isinstance(result, dict):
             result["timings"] = {**self._sf_timings(), "total_s": time.perf_counter() - started}
             return result
-        return self._sf_chat_stream(result)
+        return self._sf_chat_stream(result, sf_include_usage)
 
-    def _sf_chat_stream(self, chunks: Any) -> Any:
+    def _sf_chat_stream(self, chunks: Any, include_usage: bool) -> Any:
         """A streamed chat reply, then OpenAI's usage chunk (``choices: []``, ``usage``), which the
         library never sends: without it a streaming client counts no tokens at all."""
         self._sf_stream_usage: dict[str, Any] | None = None
@@ -236,7 +239,7 @@ class AccountingLlama(llama_cpp.Llama):
         for chunk in chunks:
             last = chunk
             yield chunk
-        if self._sf_stream_usage is not None and last:
+        if include_usage and self._sf_stream_usage is not None and last:
             head = {k: last[k] for k in ("id", "created", "model") if k in last}
             yield {**head, "object": "chat.completion.chunk", "choices": [], "usage": self._sf_stream_usage}
 
@@ -452,12 +455,14 @@ def load_model(config: dict[str, Any]) -> AccountingLlama:
 
 def build_app(config: dict[str, Any], llama: AccountingLlama) -> Any:
     """Create the FastAPI app around an already loaded model."""
+    import anyio
     import llama_cpp.server.app as llama_app
     from fastapi import Body, FastAPI, Request
     from fastapi.responses import JSONResponse
     from llama_cpp.server.model import LlamaProxy
     from llama_cpp.server.settings import ModelSettings, ServerSettings
     from llama_cpp.server.types import CreateChatCompletionRequest, CreateCompletionRequest
+    from sse_starlette.sse import EventSourceResponse
     from starlette.middleware import Middleware
     from starlette_context.middleware import RawContextMiddleware
     from starlette_context.plugins import RequestIdPlugin
@@ -518,9 +523,38 @@ def build_app(config: dict[str, Any], llama: AccountingLlama) -> Any:
             watcher.cancel()
         return JSONResponse(result) if isinstance(result, dict) else result
 
+    async def chat_stream(request: Request, body: CreateChatCompletionRequest) -> Any:
+        """The library's streaming branch, calling OUR ``create_chat_completion``.
+
+        Why: the library's route passes the base class's unbound method
+        (``llama_cpp.Llama.create_chat_completion``), which skips an override: the usage chunk
+        never arrived (seen on the wire) and every streamed call counted 0 tokens.
+        """
+        kwargs = body.model_dump(exclude={"n", "logit_bias_type", "user", "min_tokens"})
+        # stream_options is not a field of the library's request model: read it from the body
+        raw = await request.json()
+        options = raw.get("stream_options") if isinstance(raw, dict) else None
+        kwargs["sf_include_usage"] = isinstance(options, dict) and options.get("include_usage") is True
+        send, receive = anyio.create_memory_object_stream(10)
+        return EventSourceResponse(
+            receive,
+            data_sender_callable=functools.partial(
+                llama_app.get_event_publisher,
+                request=request,
+                inner_send_chan=send,
+                body=body,
+                body_model=body.model,
+                llama_call=type(llama).create_chat_completion,
+                kwargs=kwargs,
+            ),
+            sep="\n",
+            ping_message_factory=llama_app._ping_message_factory,
+        )
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request, body: CreateChatCompletionRequest = Body(...)) -> Any:  # noqa: B008
-        return await served(request, llama_app.create_chat_completion, body)
+        handler = chat_stream if body.stream else llama_app.create_chat_completion
+        return await served(request, handler, body)
 
     @app.post("/v1/completions")
     async def completions(request: Request, body: CreateCompletionRequest = Body(...)) -> Any:  # noqa: B008

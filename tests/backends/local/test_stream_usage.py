@@ -43,7 +43,7 @@ def test_a_streamed_chat_reply_ends_with_its_usage():
     model = _Stub()
     prompt = "abcdefghij"  # 10 characters: 11 tokens with BOS
     text = model._sf_completion_stream(_completion_chunks(model, ["Hel", "lo"]), prompt)
-    chunks = list(model._sf_chat_stream(_convert_text_completion_chunks_to_chat(text)))
+    chunks = list(model._sf_chat_stream(_convert_text_completion_chunks_to_chat(text), True))
     deltas = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert deltas == "Hello"
     last = chunks[-1]
@@ -55,3 +55,15 @@ def test_a_streamed_chat_reply_ends_with_its_usage():
         "prompt_tokens_details": {"cached_tokens": 8},
     }
     assert model.sf_stats()["requests"] == 1 and model.sf_stats()["evaluated_prompt_tokens"] == 3
+
+
+def test_the_usage_chunk_is_sent_only_when_the_client_asks_for_it():
+    # OpenAI sends it only with stream_options.include_usage; a client that did not ask may
+    # read choices[0] of every chunk
+    from llama_cpp.llama_chat_format import _convert_text_completion_chunks_to_chat
+
+    model = _Stub()
+    text = model._sf_completion_stream(_completion_chunks(model, ["Hi"]), "abc")
+    chunks = list(model._sf_chat_stream(_convert_text_completion_chunks_to_chat(text), False))
+    assert chunks and all(c["choices"] for c in chunks)
+    assert model.sf_stats()["requests"] == 1  # still counted in the running totals

@@ -22,6 +22,7 @@ from stateflow import run
 from stateflow.checkpoint import Checkpoint, MemoryCheckpointer, SQLiteCheckpointer, ThreadStatus
 from stateflow.checkpoint.delta import apply_delta, identity_delta
 from stateflow.checkpoint.record import canonical_json
+from stateflow.errors import CheckpointInvalid, ConfigError
 from stateflow.run_state import PayloadEncoder, RunState
 from stateflow.testing.fake_openai import FakeOpenAIServer
 from stateflow.threads import ThreadJournal
@@ -114,3 +115,82 @@ def test_sqlite_sync_policies_and_the_former_switch(tmp_path: Path) -> None:
     assert SQLiteCheckpointer(tmp_path / "c.db", durable=False).sync == "normal"
     with pytest.raises(ValueError, match="pauses, status, full, normal"):
         SQLiteCheckpointer(tmp_path / "d.db", sync="sometimes")
+
+
+def test_a_write_without_text_after_identity_deltas_rebuilds_its_base_exactly(monkeypatch, tmp_path: Path) -> None:
+    # a run's journal writes identity deltas and keeps each stored payload unbuilt (rows.Rebuild);
+    # a later checkpoint without its text (a failed run's last one) needs that payload as values:
+    # the chain of deltas back to the last full row is rebuilt then, and every row reads back exactly
+    states = _states_of_a_run(monkeypatch)
+    monkeypatch.undo()  # the journal below saves for real, not into ``states``
+    cp = SQLiteCheckpointer(tmp_path / "runs.db", snapshot_every=100)  # one full row, then deltas
+    journal = ThreadJournal(cp, "t", long_flow("http://127.0.0.1:9"), "a" * 64, 0)
+    for state in states:
+        journal.save(state, "running")
+    journal.fail("RuntimeError: boom")  # the payload object of the last step, without its text
+    stored = cp.list("t")
+    assert len(stored) == len(states) + 1
+    for c, state in zip(stored, states, strict=False):
+        assert canonical_json(c.payload) == canonical_json(state.to_payload())
+    assert stored[-1].payload == {**stored[-2].payload, "stop_reason": "error", "error": "RuntimeError: boom"}
+    with sqlite3.connect(tmp_path / "runs.db") as db:
+        bodies = [json.loads(b) for (b,) in db.execute("SELECT body FROM checkpoints ORDER BY step")]
+    assert all(b.get("format") == "delta" for b in bodies[1:])  # the failed row too: its base was rebuilt
+    cp.close()
+
+
+def test_a_run_in_memory_reads_back_what_sqlite_reads_back(monkeypatch, tmp_path: Path) -> None:
+    """The memory store keeps a run's payload text with the record's fields (no record text):
+    every read gives what a SQLite store gives for the same puts, and nothing a caller mutates
+    (the run's state, a payload read back) reaches what is stored."""
+    states = _states_of_a_run(monkeypatch)
+    monkeypatch.undo()  # the journals below save as a run does, without recording
+    memory, sqlite = MemoryCheckpointer(), SQLiteCheckpointer(tmp_path / "runs.db")
+    flow = long_flow("http://127.0.0.1:1")
+    journals = [ThreadJournal(store, "t", flow, "ab" * 32, 0) for store in (memory, sqlite)]
+    for state in states:
+        for journal in journals:
+            journal.save(state, "running")
+    assert memory._rows["t"][-1].text is None  # kept as the payload's text, not a whole record
+    states[-1].vars["edits"] = "changed after the put"
+    states[-1].chat[0]["content"] = "changed after the put"
+
+    def timeless(checkpoints: list[Checkpoint]) -> list[str]:  # each store's put took its own time
+        return [replace(c, created_at=0.0).to_json() for c in checkpoints]
+
+    read = memory.list("t")
+    assert timeless(read) == timeless(sqlite.list("t"))
+    assert [memory.get("t", c.step) for c in read] == read
+    assert memory.latest("t") == read[-1]
+    assert isinstance(read[-1].created_at, float) and read[-1].parent is None
+    read[-1].payload["history"].clear()
+    assert timeless([memory.latest("t")]) == timeless([sqlite.latest("t")])
+    sqlite.close()
+
+
+def test_a_checkpoint_with_its_text_and_a_bad_field_fails_at_put_as_without_it() -> None:
+    good = Checkpoint("t", 0, "demo", "ab" * 32, "Init", ThreadStatus.RUNNING, {"n": 1}, 0.0)
+    bad = replace(good, state="", created_at=float("nan"))
+    errors = []
+    for checkpoint in (bad, replace(bad, payload_json=canonical_json(bad.payload))):
+        with pytest.raises(CheckpointInvalid) as caught:
+            MemoryCheckpointer().put(checkpoint)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and "state must be non-empty" in errors[0] and "created_at" in errors[0]
+
+
+def test_a_failed_encoding_of_vars_leaves_the_encoder_exact(monkeypatch) -> None:
+    """The encoder keeps one C encoder with circular-reference markers; a failure (a cycle, NaN)
+    must not leave stale markers that make the next, good payload fail or differ."""
+    state = _states_of_a_run(monkeypatch)[-1]
+    encoder = PayloadEncoder()
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    for bad, message in ((cycle, "cannot be saved"), (float("nan"), "cannot be saved")):
+        with pytest.raises(ConfigError, match=message):
+            replace(state, vars={"bad": bad}).to_payload(encoder)
+        shared = [1, 2]
+        good = replace(state, vars={"a": shared, "b": shared, "c": {"d": shared}})
+        payload = good.to_payload(encoder)
+        assert payload == good.to_payload()
+        assert encoder.json(payload) == canonical_json(good.to_payload())

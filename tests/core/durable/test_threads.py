@@ -229,3 +229,34 @@ def test_a_run_continued_from_any_of_its_checkpoints_sends_exactly_the_remaining
         assert _said(done) == _said(reference), cut
         done_before = sum(1 for s in saved[cut].payload["steps"] if s["usage"] is not None)
         assert resent == calls[done_before:], f"continued from step {cut} ({saved[cut].state})"
+
+
+def test_a_fork_onto_another_flow_definition_is_allowed_and_one_without_the_state_is_refused(
+    server, checkpointer
+) -> None:
+    # continuing a thread under another definition is refused (CheckpointMismatch, above); a fork
+    # names its flow explicitly, so it may change the definition, as long as the state exists there
+    model = fake_profile(server.url)
+    run(long_flow(server.url), "T", models=model, telemetry=False, checkpointer=checkpointer, thread_id="src")
+    at = next(s.step for s in history("src", checkpointer=checkpointer) if s.state == "Review")
+    source_fingerprint = checkpointer.get("src", at).flow_fingerprint
+    flow = long_flow(server.url)
+    stricter = flow.variant(
+        "durable-demo-strict", replace=[flow.states["Review"].with_instruction("Review it strictly.")]
+    )
+    before = len(server.requests)
+    branch = fork(
+        "src", at, checkpointer=checkpointer, flow=stricter, models=model, new_thread_id="strict", telemetry=False
+    )
+    assert branch.status == "finished" and branch.path[-1] == "Done"
+    first = checkpointer.get("strict", 0)
+    assert first.parent == ("src", at) and first.flow_name == "durable-demo-strict"
+    assert first.flow_fingerprint != source_fingerprint
+    # the new definition's instruction reaches the model from the fork point on
+    asked = server.requests[before:]
+    assert any("Review it strictly." in str(m.get("content")) for body in asked for m in body["messages"])
+    ask = State("Ask", LLM())
+    other = Flow("other", initial=ask, transitions=[Transition(ask, State("End", final=True))])
+    with pytest.raises(ConfigError, match=r"state 'Review', which flow 'other' does not have.*Ask, End"):
+        fork("src", at, checkpointer=checkpointer, flow=other, models=model, new_thread_id="nowhere", telemetry=False)
+    assert checkpointer.threads() and "nowhere" not in {t.thread_id for t in checkpointer.threads()}
