@@ -6,10 +6,12 @@ from stateflow.envs.base import Environment, Task
 from stateflow.tasks.agents.methods import (
     baseline_methods,
     prefix_first_baselines,
+    recipe_methods,
     spec_agent_methods,
     stateflow_methods,
 )
 from stateflow.tasks.bash.flow import build_bash_flow
+from stateflow.tasks.bash.levers import BASH_LEVERS
 from stateflow.tasks.bash.listing import describe_filesystem
 from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions
 from stateflow.tasks.kit.layout import state_task
@@ -32,10 +34,6 @@ def _open_bash(options: EnvOptions) -> Environment:
     return open_bash_env(options.dataset, backend=options.backend, data_dir=options.data_dir)
 
 
-def _bash_flow(grammar: bool) -> Flow:
-    return build_bash_flow(grammar=grammar)
-
-
 def _bash_prefix_first(grammar: bool) -> Flow:
     return build_bash_flow(grammar=grammar, prefix_first=True)
 
@@ -49,7 +47,9 @@ INTERCODE_BASH = Benchmark(
     task_prompt=_task,
     observation=BASH_FMT,
     methods={
-        **stateflow_methods("", _bash_flow),
+        # the paper's flow in both views, as recipes with no lever on (the same flows as before
+        # the lever table), so levers compose on them: sf_agent+submit_first
+        **recipe_methods(BASH_LEVERS, "", ()),
         # the file system listing, then the task: a prefix shared by every task on one file system (issue 49)
         **stateflow_methods("_prefix_first", _bash_prefix_first),
         **baseline_methods("bash", BASH_FMT),
@@ -60,6 +60,7 @@ INTERCODE_BASH = Benchmark(
     default_backend="sandbox",
     backends=("sandbox", "docker"),
     flows={"intercode-bash": build_bash_flow},
+    levers=BASH_LEVERS,
     spec_domain=BASH_SPEC_DOMAIN,
     description="InterCode-Bash: NL2Bash tasks in a sandboxed shell",
 )

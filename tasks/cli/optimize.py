@@ -44,6 +44,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         data: Annotated[str | None, typer.Option(help="directory with InterCode's sql/ and bash/ data")] = None,
         no_progress: Annotated[bool, typer.Option("--no-progress")] = False,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", help="check the space, list its candidates and rungs; run nothing")
+        ] = False,
     ) -> None:
         """Search a space of recipes x per-state models by successive halving with paired tests.
 
@@ -54,7 +57,7 @@ def register(app: typer.Typer) -> None:
         from stateflow.tasks.cli.run import _assignment, _auto_grammar
         from stateflow.tasks.harness.registry import default_registry
         from stateflow.tasks.optimize.front import front_table, plot_front
-        from stateflow.tasks.optimize.search import OptimizeRun, optimize
+        from stateflow.tasks.optimize.search import OptimizeRun, optimize, rung_sizes, task_pool
         from stateflow.tasks.optimize.space import expand, load_space
 
         console = Console(stderr=True)
@@ -96,6 +99,16 @@ def register(app: typer.Typer) -> None:
             grammar=use_grammar,
             data_dir=data,
         )
+        if dry_run:  # the checks above ran; the pool needs the environment but no model
+            sizes = rung_sizes(chosen.search.first_rung, chosen.search.eta, len(task_pool(run)))
+            for c in plan.candidates:
+                console.print(escape(c.label))
+            console.print(
+                f"rungs of {', '.join(map(str, sizes))} tasks (eta {chosen.search.eta}, order {chosen.search.order}); "
+                f"at most {len(plan.candidates) * sizes[-1]} episodes if nothing were cut; "
+                f"results in {escape(str(root))}"
+            )
+            return
         with stop_on_signals():
             summary = optimize(run, console=console, progress=not no_progress)
         table = front_table(summary)

@@ -15,6 +15,13 @@ covers the instruction) and resumes it like any other method.
 The model's reply is untrusted text: it is only ever used as an instruction, code fences around
 it are removed, and an empty or oversized reply is refused with an error naming the file it
 would have been saved to.
+
+Records of a rewritten method carry its name, and the name alone cannot rebuild the flow: the
+text lives in the saved prompt set. So the prompt set travels with the records: archiving a
+search copies it next to the archive file (``<archive dir>/prompts/<name>/<State>.md``,
+:func:`save_prompt_set`), and whatever rebuilds a record's flow from its identity (the golden
+identity test, a resumed run reading an archive) resolves the method with
+:func:`resolve_recorded`, which reads that file and checks its SHA-256 against the name.
 """
 
 from __future__ import annotations
@@ -35,9 +42,22 @@ from stateflow.tasks.kit.episode_record import EpisodeRecord
 from stateflow import LLM, Flow, ModelAssignment, Prompt, State, Transition, run
 from stateflow.errors import ConfigError
 
-__all__ = ["RewriteSettings", "RewrittenPrompt", "ask_for_rewrite", "feedback", "load_or_rewrite", "with_rewritten"]
+__all__ = [
+    "RewriteSettings",
+    "RewrittenPrompt",
+    "ask_for_rewrite",
+    "feedback",
+    "load_or_rewrite",
+    "prompt_set_file",
+    "resolve_recorded",
+    "save_prompt_set",
+    "saved_rewrite",
+    "with_rewritten",
+]
 
 MAX_INSTRUCTION_CHARS = 4000
+#: ``<method>@<State>-<sha12>``: the name a rewritten flow's records carry (RewrittenPrompt.name)
+_REWRITTEN_NAME = re.compile(r"^(?P<method>.+)@(?P<state>[A-Za-z_][A-Za-z0-9_]*)-(?P<sha>[0-9a-f]{12})$")
 _FIELD_CHARS = 400  # each piece of feedback is cut here: a long error must not crowd the others out
 
 
@@ -159,6 +179,67 @@ def with_rewritten(benchmark: Benchmark, rewritten: RewrittenPrompt) -> Benchmar
     return dataclasses.replace(benchmark, methods={**benchmark.methods, rewritten.name: method})
 
 
+def prompt_set_file(name: str, state: str) -> Path:
+    """Where a rewritten method's instruction is saved, relative to a results or archive folder:
+    ``prompts/<name, + as _ and @ as __>/<state>.md``."""
+    return Path("prompts") / name.replace("+", "_").replace("@", "__") / f"{state}.md"
+
+
+def save_prompt_set(root: Path, rewritten: RewrittenPrompt) -> Path:
+    """Write ``rewritten``'s instruction under ``root`` (:func:`prompt_set_file`); returns the path."""
+    path = root / prompt_set_file(rewritten.name, rewritten.state)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(rewritten.text, encoding="utf-8")
+    return path
+
+
+def saved_rewrite(name: str, roots: Sequence[Path]) -> RewrittenPrompt | None:
+    """The rewrite a recorded method name refers to, read from the first of ``roots`` holding it.
+
+    Returns ``None`` when ``name`` is not a rewritten method's name.
+
+    Raises:
+        ConfigError: the prompt set is in none of ``roots`` (the message lists where it looked),
+            or its text does not hash to the digits in the name (an edited file would rebuild
+            another flow under the old name).
+    """
+    found = _REWRITTEN_NAME.match(name)
+    if found is None:
+        return None
+    method, state, sha = found.group("method", "state", "sha")
+    relative = prompt_set_file(name, state)
+    for root in roots:
+        path = root / relative
+        if path.is_file():
+            rewritten = RewrittenPrompt(method, state, path.read_text(encoding="utf-8"))
+            if rewritten.sha256[:12] != sha:
+                raise ConfigError(
+                    f"{path}: the saved instruction hashes to {rewritten.sha256[:12]}, not {sha} as the method "
+                    f"name {name!r} says; restore the file as it was saved (or re-run that method)"
+                )
+            return rewritten
+    looked = ", ".join(str(root / relative) for root in roots) or "(no folder given)"
+    raise ConfigError(f"method {name!r} is a rewritten instruction whose prompt set is missing: looked for {looked}")
+
+
+def resolve_recorded(benchmark: Benchmark, name: str, roots: Sequence[Path]) -> tuple[Benchmark, Method]:
+    """The method a record names, rewritten ones included, and the benchmark that holds it.
+
+    A rewritten method (``<method>@<State>-<sha12>``) is rebuilt from its prompt set saved under
+    one of ``roots`` (:func:`saved_rewrite`) on a copy of ``benchmark``; any other name resolves
+    as ``--method`` does.
+
+    Raises:
+        ConfigError: a rewritten method whose prompt set is missing or altered.
+        ValueError: an unknown method (from :func:`~stateflow.tasks.agents.methods.resolve_method`).
+    """
+    rewritten = saved_rewrite(name, roots)
+    if rewritten is None:
+        return benchmark, resolve_method(benchmark, name)
+    bench = with_rewritten(benchmark, rewritten)
+    return bench, bench.methods[name]
+
+
 def load_or_rewrite(
     out: Path,
     benchmark: Benchmark,
@@ -189,9 +270,8 @@ def load_or_rewrite(
             f"one of 1..{MAX_INSTRUCTION_CHARS} is needed (nothing was saved; re-run to ask again)"
         )
     rewritten = RewrittenPrompt(method, settings.state, text)
-    file = Path("prompts") / rewritten.name.replace("+", "_").replace("@", "__") / f"{settings.state}.md"
-    (out / file).parent.mkdir(parents=True, exist_ok=True)
-    (out / file).write_text(text)
+    file = prompt_set_file(rewritten.name, settings.state)
+    save_prompt_set(out, rewritten)
     ledger.write_text(
         json.dumps(
             {

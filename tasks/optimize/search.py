@@ -39,7 +39,13 @@ from stateflow.tasks.kit.stats import mcnemar_exact_p, wilson_interval
 from stateflow.tasks.optimize.front import mark_front
 from stateflow.tasks.optimize.outcome import CandidateResult, OptimizeSummary, RewriteResult, RungLog
 from stateflow.tasks.optimize.racing import Standing, next_rung
-from stateflow.tasks.optimize.rewrite import has_prompt, load_or_rewrite, with_rewritten
+from stateflow.tasks.optimize.rewrite import (
+    RewrittenPrompt,
+    has_prompt,
+    load_or_rewrite,
+    save_prompt_set,
+    with_rewritten,
+)
 from stateflow.tasks.optimize.space import Candidate, SearchPlan, SearchSpace, SpaceError
 
 from stateflow import ModelAssignment
@@ -49,6 +55,7 @@ __all__ = [
     "episode_cost",
     "optimize",
     "rung_sizes",
+    "task_pool",
 ]
 
 PLAN_NAME = "plan.json"
@@ -98,8 +105,12 @@ class OptimizeRun:
     env_factory: Callable[[RunSpec], Environment] = field(default=open_env, compare=False)
 
 
-def _pool(run: OptimizeRun) -> list[int]:
-    """The pool's task indices, in the search's fixed order."""
+def task_pool(run: OptimizeRun) -> list[int]:
+    """The pool's task indices, in the search's fixed order (opens the environment, runs no model).
+
+    Raises:
+        SpaceError: the space's ``tasks`` selects nothing valid.
+    """
     spec = _spec(run, next(iter(run.plan.candidates)), "all", run.out)
     probe = run.env_factory(spec)
     try:
@@ -131,6 +142,7 @@ def _spec(run: OptimizeRun, c: Candidate, tasks: str, out: Path, benchmark: Benc
         grammar=run.grammar,
         data_dir=run.data_dir,
         archive=run.archive if run.archive is not None and run.archive.exists() else None,
+        order=run.space.search.order,
     )
 
 
@@ -183,7 +195,7 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
     """
     console = console or Console(stderr=True)
     space, unit = run.space, run.space.budget.unit
-    pool = _pool(run)
+    pool = task_pool(run)
     sizes = rung_sizes(space.search.first_rung, space.search.eta, len(pool))
     first = sizes[0] * space.budget.estimate()
     if space.budget.limit < first:
@@ -210,9 +222,10 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
                 sum(episode_cost(x, unit) for x in measured) / len(measured) if measured else space.budget.estimate()
             )
             spent = sum(res.spent for res in results.values())
-            if spent + (n - len(done)) * per_episode > space.budget.limit:
+            cap = _cap(space.budget.limit, space.budget.share, results, per_episode, len(pool))
+            if spent + (n - len(done)) * per_episode > cap:
                 console.print(
-                    f"budget: {spent:.0f} of {space.budget.limit:g} {unit} spent; {c.label} on {n} tasks "
+                    f"budget: {spent:.0f} of {cap:.0f} {unit} spent; {c.label} on {n} tasks "
                     "does not fit, the search stops here"
                 )
                 stop = "budget"
@@ -289,8 +302,23 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
             summary.stop = "interrupted"
     if run.archive is not None:
         RecordArchive(run.archive).merge(x for rs in records.values() for x in rs)
+        if rewrite is not None:  # the records name the rewritten method: its text goes with them
+            name = candidates[rewrite.key].method
+            save_prompt_set(run.archive.parent, RewrittenPrompt(name.rsplit("@", 1)[0], rewrite.state, rewrite.text))
     (run.out / SUMMARY_NAME).write_text(summary.to_json())
     return summary
+
+
+def _cap(
+    limit: float, share: float | None, results: dict[str, CandidateResult], per_episode: float, pool: int
+) -> float:
+    """What the search may spend: ``limit``, or less when ``share`` of the exhaustive cost is less
+    (each candidate on the whole pool at its measured cost per episode, ``per_episode`` for one
+    not yet run)."""
+    if share is None:
+        return limit
+    exhaustive = sum((res.cost if res.n else per_episode) * pool for res in results.values())
+    return min(limit, share * exhaustive)
 
 
 def _pick(results: Sequence[CandidateResult]) -> CandidateResult | None:

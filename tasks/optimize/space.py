@@ -89,6 +89,10 @@ class SearchSettings(BaseModel):
         eta: each rung multiplies the tasks by ``eta`` and keeps about ``1/eta`` of the candidates.
         alpha: the family-wise level of the paired (exact McNemar, Holm-corrected) drops.
         seed: orders the pool's tasks (a rung is a prefix of that order).
+        order: the order each evaluation runs its rung's tasks in (the runner's ``--order``):
+            ``method`` (the seed's order) or ``context`` (grouped by database or file system,
+            so a flow whose prompts share a per-database prefix, SQL's ``prefix_first``, finds
+            it in the embedded server's prompt cache and is costed as it would run).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -97,6 +101,8 @@ class SearchSettings(BaseModel):
     eta: int = Field(2, ge=2)
     alpha: float = Field(0.05, gt=0.0, lt=1.0)
     seed: str = "stateflow-optimize"
+    # "task" is left out: an evaluation has one method, so it is the same as "method"
+    order: Literal["method", "context"] = "method"
 
 
 class BudgetSettings(BaseModel):
@@ -107,6 +113,9 @@ class BudgetSettings(BaseModel):
         limit: the most the search spends (the held-out evaluation is not counted).
         per_episode: what one episode is assumed to cost until the search has measured some
             (default: 5 model-seconds or 2,000 tokens); it decides whether a candidate fits.
+        share: also stop before spending more than this share of the exhaustive cost (every
+            candidate on the whole pool, each at its cost per episode measured so far, the mean
+            of all measured episodes for one not yet run); ``None``: only ``limit`` applies.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -114,6 +123,9 @@ class BudgetSettings(BaseModel):
     unit: Literal["model_seconds", "tokens"] = "model_seconds"
     limit: float = Field(gt=0.0)
     per_episode: float | None = Field(None, gt=0.0)
+    # a share, not an amount: a loaded machine makes every model-second dearer, and this cap
+    # scales with the measured costs where a fixed limit would stop the search early
+    share: float | None = Field(None, gt=0.0, le=1.0)
 
     def estimate(self) -> float:
         """The assumed cost of one episode before any is measured."""

@@ -11,13 +11,13 @@ A deliberate change is made by re-running the affected records and rewriting the
 from __future__ import annotations
 
 import json
+import re
 import types
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-from stateflow.tasks.agents.methods import build_method
 from stateflow.tasks.harness.episode import ORACLE_PROFILE
 from stateflow.tasks.harness.identity import (
     EpisodeIdentity,
@@ -27,8 +27,10 @@ from stateflow.tasks.harness.identity import (
     prompts_fingerprint,
 )
 from stateflow.tasks.harness.registry import BUILTIN_BENCHMARKS
+from stateflow.tasks.optimize.rewrite import resolve_recorded
 
 from stateflow import Flow, ModelAssignment, ModelProfile, State, Tool, Transition
+from stateflow.errors import ConfigError
 from stateflow.profiles import load_config
 from stateflow.stable_id import has_stable_id, id_of, stable_id
 from tests.scripts import load_script
@@ -116,14 +118,16 @@ def test_the_archive_holds_records_to_check() -> None:
     assert {i["benchmark"] for i, _ in ARCHIVED.values()} == {"intercode-sql", "intercode-bash"}
 
 
-@pytest.mark.parametrize("digest", sorted(ARCHIVED))
-def test_todays_code_reproduces_each_archived_identity(digest: str, tmp_path: Path) -> None:
-    identity, where = ARCHIVED[digest]
-    key = (identity["method"], identity["flow_sha256"])
-    if key in SUPERSEDED:
-        pytest.xfail(f"{where}: superseded definition: {SUPERSEDED[key]}")
-    bench = BENCHMARKS[identity["benchmark"]]
-    flow, _ = build_method(identity["method"], bench, grammar=identity["grammar"])
+def _reproduce(identity: dict[str, Any], digest: str, archive_file: Path, tmp_path: Path) -> None:
+    """Assert today's code gives ``identity`` (found in ``archive_file``) again, field by field.
+
+    A method rewritten by ``stateflow optimize`` (``<method>@<State>-<sha12>``) is rebuilt from the
+    prompt set archived beside its records (``<archive dir>/prompts/...``), like any reader of
+    the archive does (:func:`stateflow.tasks.optimize.rewrite.resolve_recorded`).
+    """
+    where = str(archive_file)
+    bench, method = resolve_recorded(BENCHMARKS[identity["benchmark"]], identity["method"], [archive_file.parent])
+    flow = method.build(identity["grammar"])
     assert flow.name == identity["flow"], where
     assert flow_fingerprint(flow) == identity["flow_sha256"], f"{where}: {identity['method']}'s flow changed"
     assert prompts_fingerprint(bench.prompts_dir) == identity["prompts_sha256"], f"{where}: prompts changed"
@@ -132,6 +136,56 @@ def test_todays_code_reproduces_each_archived_identity(digest: str, tmp_path: Pa
     # The digest formula itself: today's EpisodeIdentity over the recorded fields gives the
     # recorded digest (the dataset's hash is taken as recorded: it hashes the shared data).
     assert EpisodeIdentity(**identity).digest == digest
+
+
+@pytest.mark.parametrize("digest", sorted(ARCHIVED))
+def test_todays_code_reproduces_each_archived_identity(digest: str, tmp_path: Path) -> None:
+    identity, where = ARCHIVED[digest]
+    key = (identity["method"], identity["flow_sha256"])
+    if key in SUPERSEDED:
+        pytest.xfail(f"{where}: superseded definition: {SUPERSEDED[key]}")
+    _reproduce(identity, digest, ARCHIVE / where, tmp_path)
+
+
+def _rewritten_record(archive: Path, text: str) -> tuple[dict[str, Any], str]:
+    """An archived record of sf_agent_hint with Solve's instruction rewritten to ``text``, its prompt
+    set saved beside the archive as ``stateflow optimize`` leaves it; its identity as the runner
+    stamps it."""
+    from stateflow.tasks.harness.runner import RunSpec, run_identities
+    from stateflow.tasks.optimize.rewrite import RewrittenPrompt, save_prompt_set, with_rewritten
+
+    rewritten = RewrittenPrompt("sf_agent_hint", "Solve", text)
+    save_prompt_set(archive.parent, rewritten)
+    bench = with_rewritten(BENCHMARKS["intercode-sql"], rewritten)
+    spec = RunSpec(
+        bench,
+        (rewritten.name,),
+        models=ModelAssignment.of("local"),
+        models_label="default=local",
+        out=archive.parent / "run",
+        dataset="spider",
+        grammar=True,
+    )
+    identity = run_identities(spec, "0" * 64)[rewritten.name]
+    archive.write_text(json.dumps({"identity": identity.to_dict(), "identity_digest": identity.digest}) + "\n")
+    return identity.to_dict(), identity.digest
+
+
+def test_an_archived_rewritten_instruction_is_rebuilt_from_its_saved_prompt_set(tmp_path: Path) -> None:
+    archive = tmp_path / "optimize" / "intercode-sql" / "sql-part4.jsonl"
+    archive.parent.mkdir(parents=True)
+    identity, digest = _rewritten_record(archive, "Write one SELECT that answers the question.\nThen submit.")
+    assert identity["method"].startswith("sf_agent_hint@Solve-")
+    _reproduce(identity, digest, archive, tmp_path)
+    # the flow is the saved text's: another text under the same name is refused, naming the file
+    saved = next((archive.parent / "prompts").rglob("Solve.md"))
+    saved.write_text("Write any SELECT.")
+    sha = identity["method"][-12:]
+    with pytest.raises(ConfigError, match=rf"{re.escape(str(saved))}: the saved instruction hashes to .* not {sha}"):
+        _reproduce(identity, digest, archive, tmp_path)
+    saved.unlink()
+    with pytest.raises(ConfigError, match=r"prompt set is missing: looked for .*Solve\.md"):
+        _reproduce(identity, digest, archive, tmp_path)
 
 
 def test_superseded_records_are_still_in_the_archive() -> None:

@@ -14,9 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from stateflow.tasks.harness.identity import flow_fingerprint
 from stateflow.tasks.harness.records import ResultsFile
 from stateflow.tasks.kit.stats import holm, mcnemar_exact_p
 from stateflow.tasks.optimize.racing import Standing, next_rung, pareto_keys
+from stateflow.tasks.optimize.rewrite import resolve_recorded
 from stateflow.tasks.optimize.search import OptimizeRun, optimize, rung_sizes
 from stateflow.tasks.optimize.space import SearchSpace, SpaceError, expand, load_space
 from stateflow.tasks.sql.benchmark import INTERCODE_SQL
@@ -198,7 +200,8 @@ def test_search_finds_the_good_solver_resumes_for_free_and_archives(server, tmp_
 
 def test_rewritten_instruction_is_saved_run_on_the_picks_tasks_and_adopted_when_it_solves_more(server, tmp_path):
     space = _space(levers=[], profiles=["bad"], states=[], rewrite={"state": "Solve", "profile": "good", "failures": 2})
-    summary = optimize(_run(server, tmp_path / "opt", space))
+    archive = tmp_path / "archive" / "t.jsonl"
+    summary = optimize(_run(server, tmp_path / "opt", space, archive))
     w = summary.rewrite
     assert w is not None and w.adopted and w.text.startswith(_HELPS) and "```" not in w.text
     assert (w.won, w.lost) == (8, 0) and summary.pick == w.key
@@ -211,8 +214,14 @@ def test_rewritten_instruction_is_saved_run_on_the_picks_tasks_and_adopted_when_
     # the rewrite request saw the current instruction and the failures
     request = next(r for r in server.requests if "You improve the instruction" in json.dumps(r))
     assert "SELECT 12345" in json.dumps(request)
+    # the archive carries the prompt set, so its records' flows rebuild from their identities alone
+    archived = ResultsFile(archive).load().records
+    assert any(x.method == rewritten.method for x in archived)
+    for x in archived:
+        _, method = resolve_recorded(INTERCODE_SQL, x.method, [archive.parent])
+        assert flow_fingerprint(method.build(x.identity["grammar"])) == x.identity["flow_sha256"]
     calls = len(server.requests)
-    again = optimize(_run(server, tmp_path / "opt", space))
+    again = optimize(_run(server, tmp_path / "opt", space, archive))
     assert len(server.requests) == calls and again.rewrite.sha256 == w.sha256  # read back, never asked again
 
 
@@ -236,10 +245,46 @@ def test_budget_stops_the_search_and_the_front_uses_what_ran(server, tmp_path):
     assert 0 < sum(1 for r in summary.candidates if r.n) < len(summary.candidates)
 
 
+def test_a_budget_share_caps_the_search_at_that_share_of_the_exhaustive_cost(server, tmp_path):
+    # without a share this search runs to the end at more than 40 % of the exhaustive cost
+    free = optimize(_run(server, tmp_path / "free", _space(heldout=None)))
+    assert free.stop == "complete" and free.spent > 0.4 * free.exhaustive
+    capped = _space(heldout=None, budget={"unit": "tokens", "limit": 1e9, "per_episode": 100, "share": 0.4})
+    summary = optimize(_run(server, tmp_path / "capped", capped))
+    assert summary.stop == "budget" and summary.spent <= 0.4 * summary.exhaustive
+    assert 0 < sum(1 for r in summary.candidates if r.n) <= len(summary.candidates)
+
+
 def test_another_space_in_the_same_directory_is_refused(server, tmp_path):
     optimize(_run(server, tmp_path / "opt", _space(levers=[], profiles=["good"], states=[])))
     with pytest.raises(SpaceError, match=r"another space .*levers"):
         optimize(_run(server, tmp_path / "opt", _space(profiles=["good"], states=[])))
+
+
+def test_context_order_runs_each_rung_grouped_by_database(server, golds, tmp_path):
+    from stateflow.envs.sql import open_sql_env
+
+    env = open_sql_env("demo")
+    try:
+        db = {i: env.task(i).context for i in range(len(env))}
+    finally:
+        env.close()
+    space = _space(
+        levers=[], profiles=["good"], states=[], heldout=None, tasks="0:20", search={"first_rung": 6, "eta": 4}
+    )
+    space = space.model_copy(update={"search": space.search.model_copy(update={"order": "context"})})
+    run = _run(server, tmp_path / "opt", space)
+    summary = optimize(run)
+    (only,) = summary.candidates
+    recorded = ResultsFile(tmp_path / "opt" / "candidates" / only.key / "results.jsonl").load().records
+    # the shuffled pool mixes databases; each rung's new tasks ran one database after another
+    first = [db[x.task] for x in recorded[:6]]
+    rest = [db[x.task] for x in recorded[6:]]
+    assert len(set(first)) > 1 and len(recorded) == 20
+    for seq in (first, rest):
+        assert seq == sorted(seq, key=seq.index), f"databases interleaved: {seq}"
+    plan = json.loads((tmp_path / "opt" / "plan.json").read_text())
+    assert plan["search"]["order"] == "context"
 
 
 # -- the command, killed and resumed -------------------------------------------------------
@@ -306,6 +351,37 @@ def test_command_refuses_a_bad_space_in_one_message_before_anything_is_written(t
     assert error.startswith(f"error: {space}: ") and error.count("\n") == 0  # one line, naming the file
     for part in ("unknown lever 'shema'", "unknown profile 'nosuch'", "unknown state 'Solv'"):
         assert part in error
+
+
+@pytest.mark.parametrize(
+    ("space_name", "count", "mixed", "rungs"),
+    [("sql-part4", 36, 9, "10, 30, 90, 100"), ("bash-part4", 8, 0, "10, 30, 50")],
+)
+def test_dry_run_of_the_part4_spaces_lists_their_candidates_and_rungs_and_writes_nothing(
+    space_name, count, mixed, rungs, shared_data, tmp_path
+):
+    """The spaces of the long runs (examples/optimize/*-part4.toml) must stay valid as frozen: the
+    SQL one has 36 candidates with mixed 0.5B/1.5B assignments and rungs 10/30/90/100 of the dev
+    sample, the Bash one 8 recipes on the 1.5B model over the 50 dev tasks."""
+    space = Path(__file__).parents[2] / "examples" / "optimize" / f"{space_name}.toml"
+    out = tmp_path / "opt"
+    done = subprocess.run(
+        _cli("optimize", str(space), "--out", str(out), "--data", str(shared_data), "--dry-run"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"COLUMNS": "300"},
+    )
+    assert done.returncode == 0, done.stderr[-1500:]
+    listed = [line for line in done.stderr.splitlines() if " | default=" in line]
+    assert len(listed) == count and f"{count} candidate(s)" in done.stderr
+    assert sum("default=local-small,Solve=local" in line for line in listed) == mixed
+    assert f"rungs of {rungs} tasks (eta 3, order context)" in done.stderr
+    if space_name == "sql-part4":
+        assert any(line.startswith("sf_agent_hint+values+question_last+prefix_first+answer_vote |") for line in listed)
+    else:
+        assert "oneshot | default=local" in listed and "sf_agent+submit_first | default=local" in listed
+    assert not out.exists()
 
 
 def test_dev_search_on_spider_and_its_heldout_run_counted_by_the_heldout_ledger(server, shared_data, tmp_path):
