@@ -257,7 +257,7 @@ def _composed(benchmark: Benchmark, name: str) -> Method:
         raise LeverError(name, [f"{head!r} is not a recipe ({where})"])
     levers = table.ordered([*base.recipe.levers, *added])
     table.check(levers, settings)  # every problem, before a run starts
-    recipe = Recipe(table.base, base.recipe.view, levers, parent=head)
+    recipe = Recipe(table.base, base.recipe.view, levers, parent=head, settings=tuple(sorted(settings.items())))
     return Method(
         name,
         lambda grammar: table.build(levers, grammar=grammar, settings=settings),

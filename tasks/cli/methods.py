@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import typer
-from stateflow.tasks.kit.levers import RECIPE_SEPARATOR
 
 if TYPE_CHECKING:
     from stateflow.tasks.harness.registry import BenchmarkRegistry
@@ -61,7 +60,7 @@ def explain(registry: BenchmarkRegistry, target: str | None, name: str) -> None:
             typer.echo("not a recipe: a method of its own (no levers)")
             return
         typer.echo(f"recipe: {recipe.base} flow, {recipe.view} view, levers: {', '.join(recipe.levers) or '(none)'}")
-        typer.echo(f"as a command line: --method {RECIPE_SEPARATOR.join([recipe.view, *recipe.levers])}")
+        typer.echo(f"as a command line: --method {recipe.text()}")
         if recipe.parent:
             typer.echo(f"extends: {recipe.parent}")
         for lever_name in recipe.levers:

@@ -117,16 +117,21 @@ class Recipe:
         levers: lever names in application order.
         parent: the preset this one extends by the levers it adds (``None``: the base itself);
             for listings (``sf_agent_prompt_vote + question_last``).
+        settings: ``(lever, amount)`` for the levers given an amount (``verify_budget=2``);
+            the others keep their default.
     """
 
     base: str
     view: str
     levers: tuple[str, ...] = ()
     parent: str | None = None
+    settings: tuple[tuple[str, int], ...] = ()
 
     def text(self) -> str:
-        """``view+lever+lever``: the recipe as the command line takes it."""
-        return RECIPE_SEPARATOR.join([self.view, *self.levers])
+        """``view+lever+lever=N``: the recipe as the command line takes it, amounts included."""
+        amounts = dict(self.settings)
+        parts = [f"{lever}={amounts[lever]}" if lever in amounts else lever for lever in self.levers]
+        return RECIPE_SEPARATOR.join([self.view, *parts])
 
 
 @dataclass(frozen=True)

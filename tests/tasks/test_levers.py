@@ -154,6 +154,9 @@ def test_explain_prints_the_recipe_and_each_levers_measured_effect() -> None:
     )
     assert "+ question_last: Init repeats the question after the schema listing" in out
     assert "61 -> 66 %" in out
+    amount = sf("run", "intercode-sql", "--explain", "stateflow+error_budget=2")
+    assert amount.returncode == 0, amount.stderr
+    assert "as a command line: --method stateflow+error_budget=2" in amount.stdout  # the amount is kept
     bad = sf("run", "intercode-sql", "--explain", "sf_agent+values")
     assert bad.returncode == 1 and "lever 'values' needs 'schema'" in bad.stderr and "Traceback" not in bad.stderr
 
