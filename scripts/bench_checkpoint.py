@@ -168,8 +168,8 @@ def main() -> None:
         "--baseline",
         metavar="REV",
         help="also run the memory and SQLite rows with this git revision's encoding modules "
-        "(stateflow/run_state.py, stateflow/checkpoint/rows.py, the memory store's module) patched in: "
-        "before/after in one process",
+        "(stateflow/run_state.py, stateflow/checkpoint/rows.py, the memory store's module, the SQLite "
+        "store's put) patched in: before/after in one process",
     )
     args = parser.parse_args()
     baseline = Baseline.load(args.baseline) if args.baseline else None
@@ -298,14 +298,15 @@ def sql_episode_sizes(tmp: Path) -> None:
 
 
 class Baseline:
-    """Another revision's run-state encoding, row encoding and memory store, patched in while a row runs.
+    """Another revision's run-state encoding, row encoding, memory store and SQLite ``put``, patched in
+    while a row runs.
 
-    The three modules are read from git (``git show REV:path``) and loaded under private names; they
-    import everything else from this checkout, so only the encoding differs.
+    The four modules are read from git (``git show REV:path``) and loaded under private names; they
+    import everything else from this checkout, so only the encoding and the SQLite statements differ.
     """
 
-    def __init__(self, rev: str, run_state: Any, rows: Any, memory: Any):
-        self.rev, self.run_state, self.rows, self.memory = rev, run_state, rows, memory
+    def __init__(self, rev: str, run_state: Any, rows: Any, memory: Any, sqlite: Any):
+        self.rev, self.run_state, self.rows, self.memory, self.sqlite = rev, run_state, rows, memory, sqlite
 
     def factory(self, name: str, factory: Callable[[], Checkpointer]) -> Callable[[], Checkpointer]:
         """The backend's factory as it was at the baseline (the memory store's own module differs)."""
@@ -318,7 +319,13 @@ class Baseline:
 
         root = Path(__file__).resolve().parents[1]
         modules = []
-        for path in ("stateflow/run_state.py", "stateflow/checkpoint/rows.py", "stateflow/checkpoint/memory.py"):
+        paths = (
+            "stateflow/run_state.py",
+            "stateflow/checkpoint/rows.py",
+            "stateflow/checkpoint/memory.py",
+            "stateflow/checkpoint/sqlite.py",
+        )
+        for path in paths:
             text = subprocess.run(
                 ["git", "-C", str(root), "show", f"{rev}:{path}"], check=True, capture_output=True, text=True
             ).stdout
@@ -336,7 +343,8 @@ class Baseline:
     @contextmanager
     def patched(self) -> Iterator[None]:
         """The journal encodes with the baseline's encoder and ``to_payload``, the stores write rows
-        with the baseline's ``encode_row`` and cache."""
+        with the baseline's ``encode_row`` and cache, and the SQLite store's ``put`` is the
+        baseline's (its statements)."""
         import stateflow.checkpoint.postgres as pg
         import stateflow.checkpoint.sqlite as sq
         from stateflow.threads import ThreadJournal
@@ -360,14 +368,17 @@ class Baseline:
         def encode_row(checkpoint: Any, previous: Any, every: int, given: Any = None) -> Any:
             return rows.encode_row(checkpoint, previous() if callable(previous) else previous, every, given)
 
-        saved = [(m, m.encode_row, m.PayloadCache) for m in (sq, pg)]
+        saved = [(m, m.encode_row, m.PayloadCache) for m in (sq, pg, self.sqlite)]
         ThreadJournal.__init__, ThreadJournal.save = init, save  # type: ignore[method-assign]
         for m, _, _ in saved:
             m.encode_row, m.PayloadCache = encode_row, rows.PayloadCache  # type: ignore[assignment]
+        put = sq.SQLiteCheckpointer.put
+        sq.SQLiteCheckpointer.put = self.sqlite.SQLiteCheckpointer.put  # type: ignore[method-assign]
         try:
             yield
         finally:
             ThreadJournal.__init__, ThreadJournal.save = old_init, old_save  # type: ignore[method-assign]
+            sq.SQLiteCheckpointer.put = put  # type: ignore[method-assign]
             for m, fn, cache in saved:
                 m.encode_row, m.PayloadCache = fn, cache  # type: ignore[assignment]
 
