@@ -20,7 +20,9 @@ What it measures (every ratio is against a baseline measured in the same process
   client shared between runs, the agents built per run: before the agent pool),
   ``cold_pool`` (new pools after one warm-up run: the client is built and one agent set waits,
   so the other runs build theirs) and ``warm_pool`` (the pools of an earlier batch: every run
-  takes a prepared agent set, see stateflow.episode.pool). Reported: medians, their ratio to
+  takes a prepared agent set, see stateflow.episode.pool); and ``warm_pool_events_to_loop``, the
+  warm pool with each run's events handed to the event loop (``astream``, which is how ``arun``
+  read its result before it kept the events on the run's thread). Reported: medians, their ratio to
   one ``arun``, the process CPU per run of each batch; then the same runs one after another
   (``run``) and on one OS thread each, on the warm pools, as ratios to the warm batch; the peak
   number of OS threads during an asyncio batch (``arun`` holds one thread per run in flight:
@@ -59,8 +61,8 @@ from stateflow.backends.scripted import ScriptedLLM
 from stateflow.conditions import meta_is
 from stateflow.emitter import Emitter
 from stateflow.episode.pool import AgentPool
-from stateflow.events import StepRecorded, TokenDelta
-from stateflow.live import arun
+from stateflow.events import RunFinished, StepRecorded, TokenDelta
+from stateflow.live import arun, astream
 from stateflow.testing.fake_openai import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,11 +196,23 @@ class _Unpooled(HttpClients):
         return build() if key is AgentPool else super().shared(key, build)
 
 
-def _batch(flow: Flow, profile: ModelProfile, pools: HttpClients, runs: int, tag: str) -> tuple[float, float]:
-    """``runs`` concurrent ``arun`` on ``pools``: (wall seconds, process CPU ms per run)."""
+async def _via_astream(flow: Flow, task: str, **kwargs: Any) -> Any:
+    """A run's result read from its ``astream`` events (how ``arun`` got it before it kept its
+    events on the run's thread)."""
+    result = None
+    async for event in astream(flow, task, tokens=False, **kwargs):
+        if isinstance(event, RunFinished):
+            result = event.result
+    return result
+
+
+def _batch(
+    flow: Flow, profile: ModelProfile, pools: HttpClients, runs: int, tag: str, how: Any = arun
+) -> tuple[float, float]:
+    """``runs`` concurrent ``how`` (``arun``) on ``pools``: (wall seconds, process CPU ms per run)."""
 
     async def gather() -> list[Any]:
-        return await asyncio.gather(*[arun(flow, f"{tag}{i}", models=profile, http=pools) for i in range(runs)])
+        return await asyncio.gather(*[how(flow, f"{tag}{i}", models=profile, http=pools) for i in range(runs)])
 
     c0, t0 = time.process_time(), time.perf_counter()
     results = asyncio.run(gather())
@@ -232,7 +246,8 @@ def bench_asyncio(runs: int, latency: float, reps: int = 5) -> dict[str, Any]:
         # a cold agent pool (new pools given one warm-up run: the client is built and one agent
         # set waits, so the other runs build theirs); the warm pool (every run finds a set).
         one: list[float] = []
-        walls: dict[str, list[float]] = {k: [] for k in ("unshared", "no_agent_pool", "cold_pool", "warm_pool")}
+        kinds = ("unshared", "no_agent_pool", "cold_pool", "warm_pool", "warm_pool_events_to_loop")
+        walls: dict[str, list[float]] = {k: [] for k in kinds}
         cpus: dict[str, list[float]] = {k: [] for k in walls}
         for rep in range(reps):
             t0 = time.perf_counter()
@@ -248,9 +263,10 @@ def bench_asyncio(runs: int, latency: float, reps: int = 5) -> dict[str, Any]:
                     wall, cpu = _batch(flow, profile, pools, runs, f"{kind}{rep}-")
                 walls[kind].append(wall)
                 cpus[kind].append(cpu)
-            wall, cpu = _batch(flow, profile, http, runs, f"warm{rep}-")
-            walls["warm_pool"].append(wall)
-            cpus["warm_pool"].append(cpu)
+            for kind, how in (("warm_pool", arun), ("warm_pool_events_to_loop", _via_astream)):
+                wall, cpu = _batch(flow, profile, http, runs, f"{kind}{rep}-", how)
+                walls[kind].append(wall)
+                cpus[kind].append(cpu)
 
         t0 = time.perf_counter()
         for i in range(runs):
