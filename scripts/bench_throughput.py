@@ -144,6 +144,44 @@ def fresh_servers(model: str, replicas: int) -> None:
     start_servers([BUILTIN_PROFILES[model]], pool, replicas=replicas)
 
 
+@dataclass(frozen=True)
+class TimedArm:
+    """One arm's evaluation of one chunk, timed against the server's own running totals."""
+
+    finished: int
+    wall_s: float
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+    def line(self, **fields: Any) -> dict[str, Any]:
+        """The timings.jsonl line: ``fields`` (which arm, which chunk) then what was measured."""
+        return fields | {
+            "ran": self.finished,
+            "wall_s": round(self.wall_s, 2),
+            "server_sent": self.after["prompt_tokens"] - self.before["prompt_tokens"],
+            "server_evaluated": self.after["evaluated_prompt_tokens"] - self.before["evaluated_prompt_tokens"],
+            "server_requests": self.after["requests"] - self.before["requests"],
+            "rss_bytes": self.after["rss_bytes"],
+            "cache_bytes": self.after["cache_bytes"],
+            "cache_entries": self.after["cache_entries"],
+            "load1": os.getloadavg()[0],
+        }
+
+
+def timed_arm(spec: RunSpec, model: str) -> TimedArm:
+    """Evaluate ``spec`` (no progress bar) between two snapshots of ``model``'s server(s)."""
+    before = server_snapshot(model)
+    started = time.perf_counter()
+    summary = evaluate(spec, progress=False)
+    wall = time.perf_counter() - started
+    return TimedArm(summary.finished, wall, before, server_snapshot(model))
+
+
+def append_line(timings: Path, line: dict[str, Any]) -> None:
+    with timings.open("a") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
 def warm_databases(chunk: list[int]) -> None:
     """Reset the environment once on every task of ``chunk``, untimed: the first arm of a chunk
     would otherwise pay for preparing its databases (seconds per database on a loaded machine;
@@ -187,48 +225,34 @@ def run_configs(args: argparse.Namespace) -> None:
                 cfg = CONFIGS[name]
                 method = PAIRS[pair][1]
                 fresh_servers(args.model, cfg.replicas)
-                before = server_snapshot(args.model)
-                started = time.perf_counter()
-                summary = evaluate(
-                    RunSpec(
-                        INTERCODE_SQL,
-                        (method,),
-                        models=models,
-                        models_label=f"default={args.model}",
-                        out=args.out / f"{pair}-{name}",
-                        dataset=DATASET,
-                        tasks=",".join(map(str, chunk)),
-                        workers=cfg.workers,
-                        grammar=True,
-                        order="context",
-                    ),
-                    progress=False,
+                spec = RunSpec(
+                    INTERCODE_SQL,
+                    (method,),
+                    models=models,
+                    models_label=f"default={args.model}",
+                    out=args.out / f"{pair}-{name}",
+                    dataset=DATASET,
+                    tasks=",".join(map(str, chunk)),
+                    workers=cfg.workers,
+                    grammar=True,
+                    order="context",
                 )
-                wall = time.perf_counter() - started
-                after = server_snapshot(args.model)
-                line = {
-                    "pair": pair,
-                    "config": name,
-                    "arm": "new",
-                    "method": method,
-                    "order": "context",
-                    "workers": cfg.workers,
-                    "replicas": cfg.replicas,
-                    "chunk": c,
-                    "tasks": len(chunk),
-                    "task_ids": chunk,
-                    "ran": summary.finished,
-                    "wall_s": round(wall, 2),
-                    "server_sent": after["prompt_tokens"] - before["prompt_tokens"],
-                    "server_evaluated": after["evaluated_prompt_tokens"] - before["evaluated_prompt_tokens"],
-                    "rss_bytes": after["rss_bytes"],
-                    "cache_bytes": after["cache_bytes"],
-                    "load1": os.getloadavg()[0],
-                }
-                with timings.open("a") as fh:
-                    fh.write(json.dumps(line) + "\n")
+                timed = timed_arm(spec, args.model)
+                line = timed.line(
+                    pair=pair,
+                    config=name,
+                    arm="new",
+                    method=method,
+                    order="context",
+                    workers=cfg.workers,
+                    replicas=cfg.replicas,
+                    chunk=c,
+                    tasks=len(chunk),
+                    task_ids=chunk,
+                )
+                append_line(timings, line)
                 print(
-                    f"chunk {c} {pair} {name}: {summary.finished} episodes in {wall:.0f} s, "
+                    f"chunk {c} {pair} {name}: {timed.finished} episodes in {timed.wall_s:.0f} s, "
                     f"server eval/sent {line['server_evaluated'] / max(1, line['server_sent']):.2f}, "
                     f"RSS {line['rss_bytes'] / 2**30:.2f} GiB",
                     flush=True,
@@ -375,48 +399,32 @@ def run_bench(args: argparse.Namespace) -> None:
                     server = default_pool().server(args.model)
                     server.stop()
                     server.ensure_running()
-                    before = server_snapshot(args.model)
-                    started = time.perf_counter()
-                    summary = evaluate(
-                        RunSpec(
-                            INTERCODE_SQL,
-                            (arm.method,),
-                            models=models,
-                            models_label=f"default={args.model}",
-                            out=args.out / f"{pair}-{arm.name}-w{workers}",
-                            dataset=DATASET,
-                            tasks=",".join(map(str, chunk)),
-                            workers=workers,
-                            grammar=True,
-                            order=arm.order,  # type: ignore[arg-type]
-                        ),
-                        progress=False,
+                    spec = RunSpec(
+                        INTERCODE_SQL,
+                        (arm.method,),
+                        models=models,
+                        models_label=f"default={args.model}",
+                        out=args.out / f"{pair}-{arm.name}-w{workers}",
+                        dataset=DATASET,
+                        tasks=",".join(map(str, chunk)),
+                        workers=workers,
+                        grammar=True,
+                        order=arm.order,  # type: ignore[arg-type]
                     )
-                    wall = time.perf_counter() - started
-                    after = server_snapshot(args.model)
-                    line = {
-                        "pair": pair,
-                        "arm": arm.name,
-                        "method": arm.method,
-                        "order": arm.order,
-                        "workers": workers,
-                        "chunk": c,
-                        "tasks": len(chunk),
-                        "task_ids": chunk,
-                        "ran": summary.finished,
-                        "wall_s": round(wall, 2),
-                        "server_sent": after["prompt_tokens"] - before["prompt_tokens"],
-                        "server_evaluated": after["evaluated_prompt_tokens"] - before["evaluated_prompt_tokens"],
-                        "server_requests": after["requests"] - before["requests"],
-                        "rss_bytes": after["rss_bytes"],
-                        "cache_bytes": after["cache_bytes"],
-                        "cache_entries": after["cache_entries"],
-                        "load1": os.getloadavg()[0],
-                    }
-                    with timings.open("a") as fh:
-                        fh.write(json.dumps(line) + "\n")
+                    timed = timed_arm(spec, args.model)
+                    line = timed.line(
+                        pair=pair,
+                        arm=arm.name,
+                        method=arm.method,
+                        order=arm.order,
+                        workers=workers,
+                        chunk=c,
+                        tasks=len(chunk),
+                        task_ids=chunk,
+                    )
+                    append_line(timings, line)
                     print(
-                        f"chunk {c} {pair} {arm.name} w{workers}: {summary.finished} episodes in {wall:.0f} s, "
+                        f"chunk {c} {pair} {arm.name} w{workers}: {timed.finished} episodes in {timed.wall_s:.0f} s, "
                         f"server eval/sent {line['server_evaluated'] / max(1, line['server_sent']):.2f}",
                         flush=True,
                     )

@@ -18,10 +18,13 @@ __all__ = ["FILESYSTEM_LISTING", "describe_filesystem"]
 
 #: Every top-level directory that is not the operating system's own, two levels deep, sorted and
 #: at most 30 lines each; errors are dropped so the listing never reads like a failed command.
+#: It must not start with ``cd``: the environment emulates a leading ``cd`` as upstream InterCode
+#: does, keeping the whole rest of the line as the tracked directory, so every later action of
+#: the episode would fail to start (a first version did, and solved 0 of 28 tasks).
 FILESYSTEM_LISTING = (
-    'cd / && for d in */; do d=${d%/}; case "$d" in '
+    'for d in /*/; do d=${d%/}; case "${d#/}" in '
     "bin|boot|dev|etc|lib|lib32|lib64|libx32|media|mnt|opt|proc|run|sbin|srv|sys|tmp|usr|var) continue;; esac; "
-    'find "/$d" -maxdepth 2 2>/dev/null | LC_ALL=C sort | head -n 30; done'
+    'find "$d" -maxdepth 2 2>/dev/null | LC_ALL=C sort | head -n 30; done'
 )
 
 _HEADER = "The file system (directories outside the system's own, two levels deep):\n"

@@ -126,3 +126,42 @@ def test_bash_and_the_baselines_laid_out_for_reuse_share_everything_before_the_q
     starts = [i for i, r in enumerate(srv.requests) if r in firsts]
     assert all(srv.cached_counts[i][1] >= shared for i in starts[1:])
     assert states_question(build_method(method, benchmark)[0])
+
+
+# demo task 5 and a command that solves it (as in test_bash_levers)
+_BASH_TASK, _BASH_ANSWER = 5, "mkdir -p /demo/archive && cp /demo/logs/*.log /demo/archive/"
+
+
+@pytest.mark.parametrize(
+    "method", ["oneshot_prefix_first", "sf_agent_prefix_first", "stateflow_prefix_first", "react_prefix_first"]
+)
+def test_after_the_file_system_listing_the_agents_commands_still_run(bash_available, tmp_path, method):
+    # The listing runs in the episode's own shell before the task. A first version began with
+    # `cd / && ...`, which the environment's upstream cd emulation took as the new working
+    # directory: every later command failed to start, and the 1.5B model solved 0 of 28 tasks.
+    from stateflow.tasks.harness.registry import default_registry
+
+    from stateflow.backends.scripted import ScriptedLLM
+
+    def reply(messages: list[dict], params: dict) -> str:
+        ran = any("execute[" in str(m.get("content")) for m in messages if m.get("role") == "assistant")
+        return "Action: submit" if ran else f"Thought: t\nAction: execute[{_BASH_ANSWER}]"
+
+    script = ScriptedLLM(reply)
+    spec = RunSpec(
+        default_registry().get("intercode-bash"),
+        (method,),
+        models=ModelAssignment.of(ModelProfile(name="m", model="m", provider="scripted", api_key_env=None)),
+        models_label="default=m",
+        out=tmp_path / method,
+        dataset="demo",
+        tasks=str(_BASH_TASK),
+        max_turns=6,
+        scripts={"m": script},
+    )
+    (record,) = evaluate(spec, progress=False).records
+    assert record.status == "ok", record.error
+    observations = [str(m.get("content")) for m in record.history if m.get("role") != "assistant"]
+    assert not any("Can't chdir" in o for o in observations), observations
+    assert record.last_action == _BASH_ANSWER and record.failed_actions == 0
+    assert record.submitted and record.reward == 1.0
