@@ -6,13 +6,16 @@ with no lever on (the same flows, and fingerprints, as before the table existed)
 compose on them on the command line and in ``stateflow optimize`` spaces:
 ``sf_agent+submit_first``, ``stateflow+no_check+verify_budget=2``.
 
-Why these three (docs/results.md, "Why Bash episodes fail"): InterCode scores a Bash episode on
+Why these four (docs/results.md, "Why Bash episodes fail"): InterCode scores a Bash episode on
 the output of the *last* command run before ``submit`` and on the file system. On the paper
 archive with the 1.5B model, ``sf_agent`` (22 %) does no better than ``oneshot`` (24 %), and 12 of
 its 39 failures are the flow's own: in 8 Verify kept answering until the 10-turn limit, and in
 4 more Verify's check (``ls``, as its own instruction's example shows) replaced the answer's
-output just before the submission. The levers attack those causes, for any Bash task:
+output just before the submission; in 8 more the model guessed a file name or the scope of a
+search without looking. The levers attack those causes, for any Bash task:
 
+* ``listing``: Init lists the file system's task directories before the task (the same flow as
+  ``sf_agent_prefix_first``; SQL's flows list the schema the same way);
 * ``submit_first``: no Verify; the first command that runs without an error is submitted, and
   Error still repairs a failed one (a one-shot with repair: 9 of ``oneshot``'s 38 failures
   submitted a command that failed);
@@ -131,6 +134,18 @@ def without_checks(flow: Flow) -> Flow:
 
 BASH_LEVERS_LIST: tuple[Lever, ...] = (
     Lever(
+        "listing",
+        "Init lists the file system's task directories (two levels deep), then states the task",
+        applies_to=_BASH,
+        effect=(
+            f"{_WHY}: 8 of sf_agent's 39 failures on 1.5B were a wrong scope or a guessed file name; "
+            "measured by the Bash search (examples/optimize/bash-part4-listing.toml)"
+        ),
+        # the same flow as the *_prefix_first methods (issue 49): the listing before the task is
+        # also a prefix every task on one file system shares
+        base={"prefix_first": True},
+    ),
+    Lever(
         "no_check",
         "Verify is told a check command (ls, cat) would replace the graded output: submit or redo the whole task",
         applies_to=_BASH,
@@ -159,7 +174,10 @@ BASH_LEVERS_LIST: tuple[Lever, ...] = (
 
 def _base(args: Mapping[str, Any], ctx: LeverContext) -> Flow:
     return build_bash_flow(
-        grammar=ctx.grammar, resample_repeats=ctx.options.get("resample_repeats", True), fmt=ctx.options.get("fmt")
+        grammar=ctx.grammar,
+        resample_repeats=ctx.options.get("resample_repeats", True),
+        fmt=ctx.options.get("fmt"),
+        prefix_first=bool(args.get("prefix_first", False)),
     )
 
 

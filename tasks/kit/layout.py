@@ -26,7 +26,6 @@ from stateflow.stable_id import stable_id
 
 __all__ = [
     "CONTEXT_FIRST_OPENING",
-    "context_first",
     "opening_message",
     "state_question",
     "state_task",
@@ -66,38 +65,6 @@ def state_task() -> Tool:
 
 
 _STATES_IT = (_run_state_question, _run_state_task)
-
-
-def context_first(flow: Flow, *listing: Tool, question: Tool | None = None) -> Flow:
-    """``flow`` opened by a ``Context`` state that shows ``listing`` and then the question.
-
-    For flows that show nothing before their first LLM call (the paper's ReAct, Try-Again,
-    Plan & Solve): their prompts then read ``system, opening, listing, question, ...``, and every
-    task on one context (database, file system) shares all of it but the question. The listing
-    is information the flow did not give before, so the result is a new method, measured against
-    the flow it extends. ``Context`` makes no LLM call; its tools count their own turns.
-
-    Args:
-        flow: the flow to extend (unchanged).
-        listing: tools run first (SQL: ``describe_schema()``; Bash: ``describe_filesystem()``).
-        question: the tool that states the question (default :func:`state_question`).
-    """
-    from stateflow import State, Transition
-
-    first = State(
-        "Context",
-        *listing,
-        question or state_question(),
-        description="show the shared context, then the question (no LLM call)",
-    )
-    if "Context" in flow.states:
-        raise ValueError(f"context_first: flow {flow.name!r} already has a state named Context")
-    return flow.variant(
-        flow.name,
-        replace=[first],  # a new name: added as a state
-        initial=first,
-        transitions=[*flow.transitions, Transition(first, flow.states[flow.initial])],
-    )
 
 
 def state_question() -> Tool:

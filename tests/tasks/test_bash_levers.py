@@ -127,3 +127,16 @@ def test_no_check_is_what_verify_is_told(bash_available, tmp_path):
     verify_request = script.requests[1].messages
     assert any(_NO_CHECK_RULE in str(m.get("content")) for m in verify_request)
     assert not any("ls -d /tmp/out/reports" in str(m.get("content")) for m in verify_request)
+
+
+def test_listing_is_the_prefix_first_flow_and_composes_with_the_other_levers(bash_available, tmp_path):
+    listed = INTERCODE_BASH.methods["sf_agent_prefix_first"].build(True)
+    assert flow_fingerprint(resolve_method(INTERCODE_BASH, "sf_agent+listing").build(True)) == flow_fingerprint(listed)
+    script = ScriptedLLM(_reply_by_state(verify="submit"))
+    record = _episode(tmp_path, "sf_agent+listing+verify_budget+no_check", script)
+    # the listing ran in Init (one turn, no model call), the answer ran after it and was graded
+    assert record.path == ["Init", "Solve", "Verify", "End"] and record.llm_calls == 2
+    first_prompt = "\n".join(str(m.get("content")) for m in script.requests[0].messages)
+    assert "The file system" in first_prompt and "/demo/logs" in first_prompt
+    assert first_prompt.index("The file system") < first_prompt.index("Task: Create the directory")
+    assert record.submitted and record.last_action == ANSWER and record.reward == 1.0

@@ -355,14 +355,18 @@ def test_command_refuses_a_bad_space_in_one_message_before_anything_is_written(t
 
 @pytest.mark.parametrize(
     ("space_name", "count", "mixed", "rungs"),
-    [("sql-part4", 36, 9, "10, 30, 90, 100"), ("bash-part4", 8, 0, "10, 30, 50")],
+    [
+        ("sql-part4", 36, 9, "10, 30, 90, 100"),
+        ("bash-part4", 8, 0, "10, 30, 50"),
+        ("bash-part4-listing", 8, 0, "10, 30, 50"),
+    ],
 )
 def test_dry_run_of_the_part4_spaces_lists_their_candidates_and_rungs_and_writes_nothing(
     space_name, count, mixed, rungs, shared_data, tmp_path
 ):
     """The spaces of the long runs (examples/optimize/*-part4.toml) must stay valid as frozen: the
     SQL one has 36 candidates with mixed 0.5B/1.5B assignments and rungs 10/30/90/100 of the dev
-    sample, the Bash one 8 recipes on the 1.5B model over the 50 dev tasks."""
+    sample, the Bash ones 8 recipes each on the 1.5B model over the 50 dev tasks."""
     space = Path(__file__).parents[2] / "examples" / "optimize" / f"{space_name}.toml"
     out = tmp_path / "opt"
     done = subprocess.run(
@@ -379,8 +383,11 @@ def test_dry_run_of_the_part4_spaces_lists_their_candidates_and_rungs_and_writes
     assert f"rungs of {rungs} tasks (eta 3, order context)" in done.stderr
     if space_name == "sql-part4":
         assert any(line.startswith("sf_agent_hint+values+question_last+prefix_first+answer_vote |") for line in listed)
-    else:
+    elif space_name == "bash-part4":
         assert "oneshot | default=local" in listed and "sf_agent+submit_first | default=local" in listed
+    else:
+        assert "sf_agent+listing+verify_budget+no_check | default=local" in listed
+        assert "oneshot_prefix_first | default=local" in listed
     assert not out.exists()
 
 

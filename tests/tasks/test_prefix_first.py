@@ -81,13 +81,9 @@ def test_the_question_comes_once_after_the_schema_and_the_schema_is_served_from_
 
 
 LAID_OUT = [
-    ("intercode-sql", "react_prefix_first", "Tables and their columns", "Question: "),
-    ("intercode-sql", "try_again_prefix_first", "Tables and their columns", "Question: "),
-    ("intercode-sql", "plan_solve_prefix_first", "Tables and their columns", "Question: "),
     ("intercode-sql", "oneshot_prefix_first", "Tables and their columns", "Question: "),
     ("intercode-bash", "sf_agent_prefix_first", "The file system", "Task: "),
     ("intercode-bash", "stateflow_prefix_first", "The file system", "Task: "),
-    ("intercode-bash", "react_prefix_first", "The file system", "Task: "),
     ("intercode-bash", "oneshot_prefix_first", "The file system", "Task: "),
 ]
 
@@ -132,9 +128,7 @@ def test_bash_and_the_baselines_laid_out_for_reuse_share_everything_before_the_q
 _BASH_TASK, _BASH_ANSWER = 5, "mkdir -p /demo/archive && cp /demo/logs/*.log /demo/archive/"
 
 
-@pytest.mark.parametrize(
-    "method", ["oneshot_prefix_first", "sf_agent_prefix_first", "stateflow_prefix_first", "react_prefix_first"]
-)
+@pytest.mark.parametrize("method", ["oneshot_prefix_first", "sf_agent_prefix_first", "stateflow_prefix_first"])
 def test_after_the_file_system_listing_the_agents_commands_still_run(bash_available, tmp_path, method):
     # The listing runs in the episode's own shell before the task. A first version began with
     # `cd / && ...`, which the environment's upstream cd emulation took as the new working
