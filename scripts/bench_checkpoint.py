@@ -10,24 +10,28 @@ the new history items and changed keys only).
 
 Episode ratio: the durable-run tests' 9-transition flow (tests/core/durable/flows.py: Prompt, LLM,
 Tool, Judge, a user's AutoGen agent) against the fake OpenAI-compatible server on 127.0.0.1, run
-alternately without and with each checkpointer in this process. Two ratios: the median extra wall
+alternately without and with each checkpointer in this process (a backend's rows, before, ``@REV``
+and now, take turns episode by episode). Two ratios: the median extra wall
 time per episode over the median episode without checkpoints (noisy on a shared machine: it is the
 difference of two runs), and the *share* of the checkpointed episodes' wall time spent in the
 checkpoint path itself (``Episode.snapshot`` plus ``ThreadJournal.save``: encoding and ``put``),
-timed inside the same episodes (the median over episodes of each one's share). Rows marked "before"
+timed inside the same episodes (the median over episodes of each one's share; ``ckpt ms/ep`` is that
+time itself, which does not depend on how long the loaded machine makes the episode). Rows marked "before"
 run the former encoding (the whole history re-encoded at every transition, no pre-encoded payload
 text), patched in for the row only, so before and after are measured in one process. Because an
 episode's wall time on a shared machine is noisy, a third table saves the run states of one real
 episode again into each store (the fastest of N repeats, before and after) and divides by that
 episode's median wall time without checkpoints: the steadiest ratio, and the one the targets are
 checked against. ``--baseline REV`` adds rows marked ``@REV`` that run that revision's run-state
-encoding, row encoding and memory store in this process.
+encoding, row encoding, memory store and SQLite ``put`` in this process.
 
-Last measured 2026-11-28 01:36 UTC (``--threads 2 --episodes 20 --no-postgres --no-sql --steps 10``,
-load average 3.3-3.6, episode 60-64 ms): memory 0.055 ms per checkpoint, 0.87-0.93 % steady, 2.1 %
-in episode (0.062 ms, 1.04 % at the previous main; 0.082 ms at e1e8fe4); SQLite ``sync="pauses"``
-0.159-0.174 ms, 2.49-2.92 % steady, 4.4-4.6 % in episode (0.229 ms at the previous main, 0.255 ms
-at e1e8fe4). Details and history: docs/checkpoints.md, "Cost per transition".
+Last measured 2026-11-28 04:14 UTC (``--threads 2 --episodes 30 --no-postgres --no-sql --steps 10
+--baseline main``, load average 4.0-4.8, episode 200-230 ms on the loaded machine, 63 ms on a quiet
+one): memory 0.050 ms per checkpoint steady (0.052 at main), 2.11 ms per episode in the checkpoint
+path (2.27 at main); SQLite ``sync="pauses"`` 0.148 ms steady (0.203 at main), 5.30 ms per episode
+(5.92 at main). Against a 63 ms episode the steady ratios meet the targets (0.8 %, 2.3 %), the
+in-episode times do not (3.3 %, 8.4 %). Details, a per-piece table and history: docs/checkpoints.md,
+"Cost per transition".
 
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
@@ -168,8 +172,8 @@ def main() -> None:
         "--baseline",
         metavar="REV",
         help="also run the memory and SQLite rows with this git revision's encoding modules "
-        "(stateflow/run_state.py, stateflow/checkpoint/rows.py, the memory store's module) patched in: "
-        "before/after in one process",
+        "(stateflow/run_state.py, stateflow/checkpoint/rows.py, the memory store's module, the SQLite "
+        "store's put) patched in: before/after in one process",
     )
     args = parser.parse_args()
     baseline = Baseline.load(args.baseline) if args.baseline else None
@@ -298,14 +302,15 @@ def sql_episode_sizes(tmp: Path) -> None:
 
 
 class Baseline:
-    """Another revision's run-state encoding, row encoding and memory store, patched in while a row runs.
+    """Another revision's run-state encoding, row encoding, memory store and SQLite ``put``, patched in
+    while a row runs.
 
-    The three modules are read from git (``git show REV:path``) and loaded under private names; they
-    import everything else from this checkout, so only the encoding differs.
+    The four modules are read from git (``git show REV:path``) and loaded under private names; they
+    import everything else from this checkout, so only the encoding and the SQLite statements differ.
     """
 
-    def __init__(self, rev: str, run_state: Any, rows: Any, memory: Any):
-        self.rev, self.run_state, self.rows, self.memory = rev, run_state, rows, memory
+    def __init__(self, rev: str, run_state: Any, rows: Any, memory: Any, sqlite: Any):
+        self.rev, self.run_state, self.rows, self.memory, self.sqlite = rev, run_state, rows, memory, sqlite
 
     def factory(self, name: str, factory: Callable[[], Checkpointer]) -> Callable[[], Checkpointer]:
         """The backend's factory as it was at the baseline (the memory store's own module differs)."""
@@ -318,7 +323,13 @@ class Baseline:
 
         root = Path(__file__).resolve().parents[1]
         modules = []
-        for path in ("stateflow/run_state.py", "stateflow/checkpoint/rows.py", "stateflow/checkpoint/memory.py"):
+        paths = (
+            "stateflow/run_state.py",
+            "stateflow/checkpoint/rows.py",
+            "stateflow/checkpoint/memory.py",
+            "stateflow/checkpoint/sqlite.py",
+        )
+        for path in paths:
             text = subprocess.run(
                 ["git", "-C", str(root), "show", f"{rev}:{path}"], check=True, capture_output=True, text=True
             ).stdout
@@ -336,7 +347,8 @@ class Baseline:
     @contextmanager
     def patched(self) -> Iterator[None]:
         """The journal encodes with the baseline's encoder and ``to_payload``, the stores write rows
-        with the baseline's ``encode_row`` and cache."""
+        with the baseline's ``encode_row`` and cache, and the SQLite store's ``put`` is the
+        baseline's (its statements)."""
         import stateflow.checkpoint.postgres as pg
         import stateflow.checkpoint.sqlite as sq
         from stateflow.threads import ThreadJournal
@@ -360,14 +372,17 @@ class Baseline:
         def encode_row(checkpoint: Any, previous: Any, every: int, given: Any = None) -> Any:
             return rows.encode_row(checkpoint, previous() if callable(previous) else previous, every, given)
 
-        saved = [(m, m.encode_row, m.PayloadCache) for m in (sq, pg)]
+        saved = [(m, m.encode_row, m.PayloadCache) for m in (sq, pg, self.sqlite)]
         ThreadJournal.__init__, ThreadJournal.save = init, save  # type: ignore[method-assign]
         for m, _, _ in saved:
             m.encode_row, m.PayloadCache = encode_row, rows.PayloadCache  # type: ignore[assignment]
+        put = sq.SQLiteCheckpointer.put
+        sq.SQLiteCheckpointer.put = self.sqlite.SQLiteCheckpointer.put  # type: ignore[method-assign]
         try:
             yield
         finally:
             ThreadJournal.__init__, ThreadJournal.save = old_init, old_save  # type: ignore[method-assign]
+            sq.SQLiteCheckpointer.put = put  # type: ignore[method-assign]
             for m, fn, cache in saved:
                 m.encode_row, m.PayloadCache = fn, cache  # type: ignore[assignment]
 
@@ -435,71 +450,88 @@ def episode_ratios(
     backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int, baseline: Baseline | None = None
 ) -> None:
     """Median wall time of a fake-model episode without and with each checkpointer (alternated),
-    and the share of the checkpointed episodes' time spent in the checkpoint path."""
+    the share of the checkpointed episodes' time spent in the checkpoint path, and that time.
+
+    A backend's rows (before, ``@REV``, now) take turns episode by episode, so a change in the
+    machine's load reaches all of them alike."""
     from contextlib import nullcontext
 
     from stateflow import run
     from stateflow.testing.fake_openai import FakeOpenAIServer
     from tests.core.durable.flows import fake_profile, long_flow, responder
 
-    rows: list[tuple[str, Callable[[], Checkpointer], str]] = []
-    for name, factory in backends:
-        rows.extend((name, factory, mode) for mode in row_modes(name, baseline))
+    def patch(mode: str) -> Any:
+        return baseline.patched() if mode == "baseline" and baseline is not None else nullcontext()
+
     print()
-    print(f"episode wall time, {episodes} episodes each (alternated with a run without checkpoints)")
+    print(
+        f"episode wall time, {episodes} episodes each (alternated with a run without checkpoints, "
+        "a backend's rows episode by episode)"
+    )
     print(
         f"{'backend':28} {'without ms':>11} {'with ms':>9} {'extra ms':>9} {'ratio':>7} "
-        f"{'in checkpoints':>15} {'checkpoints':>12}"
+        f"{'in checkpoints':>15} {'ckpt ms/ep':>11} {'checkpoints':>12}"
     )
     with FakeOpenAIServer(responder) as server:
         model = fake_profile(server.url)
         run(long_flow(server.url), "T", models=model, telemetry=False)  # warm-up (imports, connections)
-        for name, factory, mode in rows:
-            patch = baseline.patched() if mode == "baseline" and baseline is not None else nullcontext()
-            tag = {"former": "b", "baseline": "r", "now": ""}[mode]
-            with patch:
-                cp = baseline.factory(name, factory)() if mode == "baseline" and baseline is not None else factory()
-                plain, saved, shares = [], [], []
-                timer = CheckpointTimer(mode == "former")
-                per_thread = measure_episodes(cp, timer, episodes, server.url, model, tag, plain, saved, shares)
-            base, with_cp = statistics.median(plain), statistics.median(saved)
-            print(
-                f"{row_label(name, mode, baseline):28} {base * 1e3:>11.1f} {with_cp * 1e3:>9.1f} "
-                f"{(with_cp - base) * 1e3:>9.1f} {(with_cp - base) / base:>7.1%} "
-                f"{statistics.median(shares):>15.2%} {per_thread:>12}"
-            )
+        for name, factory in backends:
+            modes = row_modes(name, baseline)
+            stores: dict[str, Checkpointer] = {}
+            for mode in modes:
+                with patch(mode):
+                    made = baseline.factory(name, factory) if mode == "baseline" and baseline is not None else factory
+                    stores[mode] = made()
+            timers = {mode: CheckpointTimer(mode == "former") for mode in modes}
+            plain: dict[str, list[float]] = {mode: [] for mode in modes}
+            saved: dict[str, list[float]] = {mode: [] for mode in modes}
+            shares: dict[str, list[float]] = {mode: [] for mode in modes}
+            try:
+                for i in range(episodes):
+                    for mode in modes:
+                        tag = {"former": "b", "baseline": "r", "now": ""}[mode]
+                        with patch(mode):
+                            one_episode_pair(
+                                stores[mode], timers[mode], server.url, model, f"e{i}{tag}", plain[mode], saved[mode]
+                            )
+                        shares[mode].append(timers[mode].seconds / saved[mode][-1])
+                per_thread = len(stores["now"].list("e0"))  # checkpoints one thread wrote
+            finally:
+                for store in stores.values():
+                    store.close()
+            for mode in modes:
+                spent = [share * wall for share, wall in zip(shares[mode], saved[mode], strict=True)]
+                base, with_cp = statistics.median(plain[mode]), statistics.median(saved[mode])
+                print(
+                    f"{row_label(name, mode, baseline):28} {base * 1e3:>11.1f} {with_cp * 1e3:>9.1f} "
+                    f"{(with_cp - base) * 1e3:>9.1f} {(with_cp - base) / base:>7.1%} "
+                    f"{statistics.median(shares[mode]):>15.2%} {statistics.median(spent) * 1e3:>11.2f} "
+                    f"{per_thread:>12}"
+                )
 
 
-def measure_episodes(
+def one_episode_pair(
     cp: Checkpointer,
     timer: CheckpointTimer,
-    episodes: int,
     url: str,
     model: Any,
-    tag: str,
+    thread_id: str,
     plain: list[float],
     saved: list[float],
-    shares: list[float],
-) -> int:
-    """Run ``episodes`` pairs (without, then with ``cp``), appending wall times and checkpoint
-    shares; returns the checkpoints one thread wrote. Closes ``cp``."""
+) -> None:
+    """One episode without checkpoints, then one with ``cp`` as thread ``thread_id``, appending their
+    wall times; ``timer.seconds`` is then the second one's time in the checkpoint path."""
     from stateflow import run
     from tests.core.durable.flows import long_flow
 
-    try:
-        for i in range(episodes):
-            start = time.perf_counter()
-            run(long_flow(url), "T", models=model, telemetry=False)
-            plain.append(time.perf_counter() - start)
-            timer.seconds = 0.0
-            with timer:
-                start = time.perf_counter()
-                run(long_flow(url), "T", models=model, telemetry=False, checkpointer=cp, thread_id=f"e{i}{tag}")
-                saved.append(time.perf_counter() - start)
-            shares.append(timer.seconds / saved[-1])
-        return len(cp.list(f"e0{tag}"))
-    finally:
-        cp.close()
+    start = time.perf_counter()
+    run(long_flow(url), "T", models=model, telemetry=False)
+    plain.append(time.perf_counter() - start)
+    timer.seconds = 0.0
+    with timer:
+        start = time.perf_counter()
+        run(long_flow(url), "T", models=model, telemetry=False, checkpointer=cp, thread_id=thread_id)
+        saved.append(time.perf_counter() - start)
 
 
 def transition_costs(

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from stateflow.blackboard import Blackboard
+from stateflow.checkpoint.payload_text import PayloadText
 from stateflow.errors import CheckpointCorrupt, ConfigError
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.trace import Step, TransitionRecord
@@ -233,15 +234,15 @@ class _EncodedList:
             text = self.texts[i] = dump(self.sources[i], self.encoded[i])
         return text
 
-    def text(self, dump: Callable[[Any, Any], str]) -> str:
-        """Canonical JSON of the list the last :meth:`encode` returned (each item encoded once by
-        ``dump(source, encoded)``)."""
+    def item_texts(self, dump: Callable[[Any, Any], str]) -> tuple[str, ...]:
+        """Canonical JSON of each item of the list the last :meth:`encode` returned (each item
+        encoded once by ``dump(source, encoded)``)."""
         texts = self.texts
         if None in texts:  # a C-speed scan; only the new items (and any text_of skipped) are left
             for j, text in enumerate(texts):
                 if text is None:
                     texts[j] = dump(self.sources[j], self.encoded[j])
-        return "[" + ",".join(texts) + "]"  # type: ignore[arg-type]
+        return tuple(texts)  # type: ignore[arg-type]
 
 
 class PayloadEncoder:
@@ -267,7 +268,7 @@ class PayloadEncoder:
         settings = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         self._dump = _tree_dumper(settings, circular=True)
         self._dump_tree = _tree_dumper(settings)
-        self._orders: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}  # keys -> sorted (key, "name":)
+        self._orders: dict[tuple[str, ...], tuple[str, ...]] = {}  # keys -> the keys sorted
         self._history = _EncodedList()
         self._steps = _EncodedList()
         self._transitions = _EncodedList()
@@ -346,6 +347,16 @@ class PayloadEncoder:
         Raises:
             TypeError, ValueError: a value is not JSON (as :func:`canonical_json`).
         """
+        return self.text(payload).json()
+
+    def text(self, payload: Mapping[str, Any]) -> PayloadText:
+        """:meth:`json`'s text in parts, not joined: each value's text, and each item's for the
+        run's growing lists (a store joins them only if it needs the whole text; a delta takes
+        the new items' texts).
+
+        Raises:
+            TypeError, ValueError: a value is not JSON (as :func:`canonical_json`).
+        """
         lists = {
             id(x.last): x for x in (self._history, self._steps, self._transitions, self._chat) if x.last is not None
         }
@@ -354,24 +365,24 @@ class PayloadEncoder:
         models = self._model_value()
         keys = tuple(payload)
         order = self._orders.get(keys)
-        if order is None:  # the keys' order and encoded names, once per set of keys
-            order = self._orders[keys] = tuple((key, self._dump(key) + ":") for key in sorted(keys))
-        parts = []
-        for key, name in order:
+        if order is None:  # the keys' order, once per set of keys
+            order = self._orders[keys] = tuple(sorted(keys))
+        parts: list[tuple[str, str | tuple[str, ...]]] = []
+        for key in order:
             value = payload[key]
             known = texts.get(key)
             if known is not None and known[0] is value and (type(value) in _ATOMS or value is models):
-                parts.append(name + known[1])
+                parts.append((key, known[1]))
                 continue
             cached = lists.get(id(value))
             if cached is not None and cached.last is value:
-                text = cached.text(self._step_text if cached is self._steps else self._item_text)
-            else:
-                pre = given.get(id(value))
-                text = pre[1] if pre is not None and pre[0] is value else self._dump(value)
-                texts[key] = (value, text)
-            parts.append(name + text)
-        return "{" + ",".join(parts) + "}"
+                parts.append((key, cached.item_texts(self._step_text if cached is self._steps else self._item_text)))
+                continue
+            pre = given.get(id(value))
+            text = pre[1] if pre is not None and pre[0] is value else self._dump(value)
+            texts[key] = (value, text)
+            parts.append((key, text))
+        return PayloadText(tuple(parts))
 
     def _model_value(self) -> Any:
         return None if self._models is None else self._models[1]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stateflow.checkpoint import Checkpoint, Checkpointer, ThreadStatus
+from stateflow.checkpoint.payload_text import PayloadText
 from stateflow.errors import CheckpointError, CheckpointMismatch, ConfigError, ThreadNotFound
 from stateflow.flow import Flow
 from stateflow.run_state import PayloadEncoder, RunState
@@ -60,7 +61,7 @@ class ThreadJournal:
     def save(self, state: RunState, status: str) -> None:
         payload = {**state.to_payload(self._encoder), **self.extra}
         try:
-            text: str | None = self._encoder.json(payload)
+            text: PayloadText | None = self._encoder.text(payload)  # in parts: joined only where needed
         except (TypeError, ValueError):
             text = None  # not JSON: the checkpointer's own encoding names the problem
         self._put(state.state, ThreadStatus(status), payload, text)
@@ -71,7 +72,10 @@ class ThreadJournal:
         payload = {**self.last.payload, "stop_reason": "error", "error": error}
         self._put(self.last.state, ThreadStatus.FAILED, payload)
 
-    def _put(self, state: str, status: ThreadStatus, payload: dict[str, Any], text: str | None = None) -> None:
+    def _put(
+        self, state: str, status: ThreadStatus, payload: dict[str, Any], text: str | PayloadText | None = None
+    ) -> None:
+        parts = text if isinstance(text, PayloadText) else None
         checkpoint = Checkpoint(
             thread_id=self.thread_id,
             step=self.next_step,
@@ -82,7 +86,8 @@ class ThreadJournal:
             payload=payload,
             created_at=time.time(),
             parent=self.parent if self.next_step == 0 else None,
-            payload_json=text,
+            payload_json=text if isinstance(text, str) else None,
+            payload_text=parts,
         )
         self.checkpointer.put(checkpoint)
         self.next_step += 1

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from stateflow.checkpoint.payload_text import PayloadText
 from stateflow.checkpoint.record import Checkpoint, ThreadInfo, ThreadStatus, load_json_text
 from stateflow.errors import CheckpointConflict, CheckpointCorrupt, CheckpointNotFound, ThreadBusy, ThreadNotFound
 
@@ -21,12 +22,13 @@ class _Row:
     keep columns, so one damaged payload does not hide its thread), and its text.
 
     ``text`` is the whole record's JSON (a checkpoint that came without its payload's text);
-    otherwise ``payload_text`` is the payload's canonical JSON as the run's encoder made it, and
-    the record is assembled from the fields when read. Either way a read decodes text.
+    otherwise ``payload_text`` is the payload's canonical JSON as the run's encoder made it (as
+    one string, or in the immutable parts a run's encoder gives, joined when read), and the record
+    is assembled from the fields when read. Either way a read decodes text.
     """
 
     text: str | None
-    payload_text: str | None
+    payload_text: str | PayloadText | None
     flow_name: str
     fingerprint: str
     state: str
@@ -43,7 +45,7 @@ class MemoryCheckpointer:
     mutates a payload after ``put`` (or after reading it) cannot change what is stored, a payload
     that is not JSON fails at ``put``, not later in a SQLite run, and every read decodes the text
     afresh, so ``get``/``latest``/``list`` return what a SQLite store returns for the same puts. A
-    checkpoint that comes with its ``payload_json`` (a run's: the encoder made that text once) is
+    checkpoint that comes with its text (a run's: the encoder made that text once, in parts) is
     stored as that text plus its validated fields, with no second encoding of the whole record.
 
     Example:
@@ -67,7 +69,8 @@ class MemoryCheckpointer:
         try:
             if row.text is not None:
                 return Checkpoint.from_json(row.text, where=where)
-            payload = load_json_text(row.payload_text, where=where)
+            given = row.payload_text
+            payload = load_json_text(given if not isinstance(given, PayloadText) else given.json(), where=where)
             if not isinstance(payload, dict):
                 raise CheckpointCorrupt(where, f"payload must be a JSON object, got {type(payload).__name__}")
         except CheckpointCorrupt as err:
@@ -90,9 +93,10 @@ class MemoryCheckpointer:
     def put(self, checkpoint: Checkpoint) -> None:
         """See :meth:`stateflow.checkpoint.Checkpointer.put`."""
         c = checkpoint
-        if c.payload_json is not None:  # its writer promises it is canonical_json(payload)
+        if c.has_text:  # its writer promises it is canonical_json(payload)
             c.check()
-            text, payload_text = None, c.payload_json
+            # a run's parts are kept as they are (immutable texts): the join waits for a read
+            text, payload_text = None, c.payload_text if c.payload_text is not None else c.payload_json
         else:
             text, payload_text = c.to_json(), None  # validates the fields and encodes the payload
         parent = None if c.parent is None else (c.parent[0], c.parent[1])

@@ -199,7 +199,7 @@ class PostgresCheckpointer:
                 conn.execute(
                     "INSERT INTO stateflow_checkpoints VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)", (*row, body)
                 )
-            given = c.payload if c.payload_json is not None else None  # see encode_row
+            given = c.payload if c.has_text else None  # see encode_row
             self._cache.remember(c.thread_id, c.step, payload, given)  # after the commit, under the lock
 
         self._run(write)

@@ -12,9 +12,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stateflow.errors import CheckpointCorrupt, CheckpointInvalid, CheckpointSchemaUnsupported
+
+if TYPE_CHECKING:
+    from stateflow.checkpoint.payload_text import PayloadText
 
 __all__ = [
     "CHECKPOINT_SCHEMA_VERSION",
@@ -73,6 +76,9 @@ class Checkpoint:
             anything in it is changed afterwards (stores then compute the next step's delta by
             object identity: :func:`stateflow.checkpoint.delta.identity_delta`). Not part of the
             value (equality, ``repr``).
+        payload_text: the same promise with the text in parts (a run's encoder gives this instead
+            of ``payload_json``: a store that writes a delta takes the new items' texts from it,
+            and the whole text is joined only where it is needed; see :meth:`given_json`).
 
     Example:
         >>> cp = Checkpoint("t1", 0, "demo", "ab" * 32, "Init", ThreadStatus.RUNNING, {"h": ["hi"]}, 1.5)
@@ -91,6 +97,19 @@ class Checkpoint:
     parent: tuple[str, int] | None = None
     schema_version: int = field(default=CHECKPOINT_SCHEMA_VERSION)
     payload_json: str | None = field(default=None, compare=False, repr=False)
+    payload_text: PayloadText | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def has_text(self) -> bool:
+        """The writer gave the payload's text (``payload_json`` or ``payload_text``)."""
+        return self.payload_json is not None or self.payload_text is not None
+
+    def given_json(self) -> str | None:
+        """The payload's canonical JSON as its writer gave it (``payload_json``, or
+        ``payload_text`` joined), ``None`` if it gave none."""
+        if self.payload_json is not None:
+            return self.payload_json
+        return None if self.payload_text is None else self.payload_text.json()
 
     def to_dict(self) -> dict[str, Any]:
         """The record as JSON types (the parent as a two-item list)."""
@@ -115,10 +134,11 @@ class Checkpoint:
         """
         self.check()
         try:
-            if self.payload_json is not None:
+            given = self.given_json()
+            if given is not None:
                 head = canonical_json({**self.to_dict(), "payload": _PAYLOAD_SLOT})
                 if head.count(_PAYLOAD_SLOT_TEXT) == 1:  # else a field holds the slot's text: encode it all
-                    return head.replace(_PAYLOAD_SLOT_TEXT, self.payload_json)
+                    return head.replace(_PAYLOAD_SLOT_TEXT, given)
             return canonical_json(self.to_dict())
         except (TypeError, ValueError) as err:
             raise CheckpointInvalid(self.thread_id, self.step, f"payload is not JSON: {err}") from err
@@ -130,9 +150,44 @@ class Checkpoint:
         Raises:
             CheckpointInvalid: a field has the wrong type (every problem named at once).
         """
+        if self._plainly_valid():
+            return
         problems = _field_problems(self.to_dict())
         if problems:
             raise CheckpointInvalid(str(self.thread_id), _int_or(self.step), "; ".join(problems))
+
+    def _plainly_valid(self) -> bool:
+        """Every field of the usual exact type and valid: the common case, decided without building
+        the record (a run writes one checkpoint per transition). False sends the caller to
+        :func:`_field_problems`, which decides the rest and names every problem; anything unusual
+        (a subclass, a tuple parent) takes that path, so this only ever says yes for a valid record."""
+        parent, created, step, version = self.parent, self.created_at, self.step, self.schema_version
+        return (
+            type(self.thread_id) is str
+            and type(self.flow_name) is str
+            and type(self.flow_fingerprint) is str
+            and type(self.state) is str
+            and bool(self.thread_id and self.flow_name and self.flow_fingerprint and self.state)
+            and type(step) is int
+            and step >= 0
+            and type(self.status) is ThreadStatus
+            and type(self.payload) is dict
+            and (type(created) is float or type(created) is int)
+            and math.isfinite(created)
+            and type(version) is int
+            and version >= 1
+            and (
+                parent is None
+                or (
+                    type(parent) is tuple
+                    and len(parent) == 2
+                    and type(parent[0]) is str
+                    and bool(parent[0])
+                    and type(parent[1]) is int
+                    and parent[1] >= 0
+                )
+            )
+        )
 
     @classmethod
     def from_json(cls, text: str, *, where: str) -> Checkpoint:

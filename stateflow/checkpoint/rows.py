@@ -118,7 +118,7 @@ def encode_row(
             (called only when a delta is computed from values).
         snapshot_every: full row every this many steps (1: always full).
         given: the payload *object* the writer put at the previous step with its text (kept only
-            for a checkpoint that came with its ``payload_json``), and that step's stored payload.
+            for a checkpoint that came with its text), and that step's stored payload.
 
     The returned payload is built from the stored text (never the caller's objects), so later
     mutations by the caller cannot reach it. A delta is kept only if it rebuilds the payload's
@@ -128,10 +128,13 @@ def encode_row(
     construction (a part is reused only if it is the same, never-mutated object), and the stored
     payload is returned as a :class:`Rebuild` (decoded only if a later write needs it).
     """
-    if given is not None and checkpoint.payload_json is not None and checkpoint.step % snapshot_every != 0:
+    if given is not None and checkpoint.has_text and checkpoint.step % snapshot_every != 0:
         checkpoint.check()  # every field; the payload is JSON by its writer's promise (its text is given)
         record = {**checkpoint.to_dict(), "payload": _DELTA_SLOT}
-        delta_text = canonical_json(identity_delta(given[0], checkpoint.payload))
+        delta = identity_delta(given[0], checkpoint.payload)
+        parts = checkpoint.payload_text
+        # the new items' and changed values' texts as the run's encoder made them (not encoded again)
+        delta_text = canonical_json(delta) if parts is None else parts.delta_text(given[0], delta)
         head = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
         slot = canonical_json(_DELTA_SLOT)
         if head.count(slot) == 1:  # else a field holds the slot's text: take the path below
@@ -143,7 +146,7 @@ def encode_row(
         record["payload"] = payload_delta(base, checkpoint.payload)
         text = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
         rebuilt = apply_delta(base, json.loads(canonical_json(record["payload"])))  # as a reader decodes it
-        expected = checkpoint.payload_json or canonical_json(checkpoint.payload)
+        expected = checkpoint.given_json() or canonical_json(checkpoint.payload)
         if canonical_json(rebuilt) == expected:
             return text, rebuilt
     return full, json.loads(full)["payload"]

@@ -15,6 +15,7 @@ MODULES = [
     "stateflow.checkpoint.memory",
     "stateflow.checkpoint.sqlite",
     "stateflow.checkpoint.delta",
+    "stateflow.checkpoint.payload_text",
     "stateflow.errors",
     "stateflow.subflow",
     "stateflow.parallel",

@@ -59,6 +59,28 @@ def test_the_encoder_gives_the_full_encoding_of_every_state_of_a_run(monkeypatch
     assert encoder.json(swapped.to_payload(encoder)) == canonical_json(swapped.to_payload())
 
 
+def test_the_text_in_parts_gives_the_payload_and_every_delta_exactly_as_encoding_them(monkeypatch) -> None:
+    # a run's journal hands its payloads' text in parts (PayloadText); the stores join it (memory)
+    # or take a delta's new items from it (SQLite, PostgreSQL): both must be the full encoding's text
+    states = _states_of_a_run(monkeypatch)
+    encoder = PayloadEncoder()
+    previous: dict[str, Any] | None = None
+    appended = 0
+    for state in states:
+        payload = {**state.to_payload(encoder), "flow_ref": "demo:FLOW"}  # a journal's extra key too
+        parts = encoder.text(payload)
+        assert parts.json() == canonical_json(payload)
+        if previous is not None:
+            delta = identity_delta(previous, payload)
+            appended += bool(delta["append"].get("history"))
+            assert parts.delta_text(previous, delta) == canonical_json(delta)
+        previous = payload
+    assert appended >= len(states) - 2  # the new items' texts came from the parts
+    plain = Checkpoint("t", 1, "f", "a" * 64, "S", ThreadStatus.RUNNING, previous, 2.5)
+    in_parts = replace(plain, payload_text=parts)
+    assert in_parts.to_json() == plain.to_json() and in_parts == plain and in_parts.has_text
+
+
 def test_a_checkpoint_with_its_payload_text_encodes_to_the_same_record() -> None:
     payload = {"history": [{"content": "ä \u2028", "n": 1.0}], "vars": {"x": True}}
     plain = Checkpoint("t", 3, "f", "a" * 64, "S", ThreadStatus.RUNNING, payload, 2.5)
@@ -194,3 +216,29 @@ def test_a_failed_encoding_of_vars_leaves_the_encoder_exact(monkeypatch) -> None
         payload = good.to_payload(encoder)
         assert payload == good.to_payload()
         assert encoder.json(payload) == canonical_json(good.to_payload())
+
+
+def test_a_runs_next_step_in_one_sqlite_statement_still_refuses_a_step_another_writer_took(
+    monkeypatch, tmp_path: Path
+) -> None:
+    # a run's journal writes its next step as one conditional INSERT; a step that another writer
+    # put first is refused (CheckpointConflict naming the latest step) and nothing is written twice
+    from stateflow.errors import CheckpointConflict
+
+    states = _states_of_a_run(monkeypatch)
+    monkeypatch.undo()
+    cp = SQLiteCheckpointer(tmp_path / "runs.db")
+    sql: list[str] = []
+    cp._connect().set_trace_callback(sql.append)
+    journal = ThreadJournal(cp, "t", long_flow("http://127.0.0.1:1"), "ab" * 32, 0)
+    journal.save(states[0], "running")
+    journal.save(states[1], "running")
+    assert [s.split()[0] for s in sql if not s.startswith("PRAGMA")][-1] == "INSERT"  # no BEGIN/COMMIT
+    other = SQLiteCheckpointer(tmp_path / "runs.db")
+    other.put(replace(cp.latest("t"), step=2))
+    with pytest.raises(CheckpointConflict, match=r"cannot write step 2 \(latest stored step 2"):
+        journal.save(states[2], "running")
+    assert [c.step for c in cp.list("t")] == [0, 1, 2]
+    assert cp.list("t")[2].payload == cp.list("t")[1].payload  # the other writer's row, not the run's
+    other.close()
+    cp.close()

@@ -48,13 +48,16 @@ def edit(ctx) -> ToolResult:
     return ToolResult(f"edit {edits.count} applied", {"ok": True, "done": edits.count >= 3})
 
 
-def long_flow(url: str, *, defer: bool = False, tool: Any = edit) -> Flow:
-    """Draft -> (Edit -> Review) x3 -> Polish -> [Approve] -> Done: 8 or 9 transitions and every
+def long_flow(url: str, *, defer: bool = False, approve_first: bool = False, tool: Any = edit) -> Flow:
+    """Draft -> (Edit -> Review) x3 -> [Approve] -> Polish -> [Approve] -> Done: 8 or 9 transitions and every
     output type (Prompt, LLM, Tool, an LLM Judge, a user's AutoGen agent, a deferred Human).
 
     Args:
         url: the fake OpenAI server the user's own agent (Polish) calls.
         defer: ask a person to approve (the run pauses there).
+        approve_first: with ``defer``, ask before Polish instead of after it
+            (... -> Review -> Approve -> Polish -> Done), so a model call follows the answer and
+            reads it (the kill test kills runs after an answer too).
         tool: the Edit state's tool (a test may wrap it to fail once).
     """
     draft = State("Draft", Prompt("Write a draft."), LLM())
@@ -67,11 +70,13 @@ def long_flow(url: str, *, defer: bool = False, tool: Any = edit) -> Flow:
     polish = State("Polish", AutoGenAgent(AssistantAgent("polisher", system_message="Polish it.", llm_config=config)))
     done = State("Done", final=True)
     approved = Judge("Is the text approved after enough reviews?", name="approved", choices=("yes", "no"))
+    after_review, extra = polish, [Transition(polish, done)]
     if defer:
         approve = State("Approve", Human(prompt="Approve the text?", defer=True, name="editor"))
-        extra = [Transition(polish, approve), Transition(approve, done)]
-    else:
-        extra = [Transition(polish, done)]
+        if approve_first:
+            after_review, extra = approve, [Transition(approve, polish), Transition(polish, done)]
+        else:
+            extra = [Transition(polish, approve), Transition(approve, done)]
     return Flow(
         "durable-demo",
         initial=draft,
@@ -79,7 +84,7 @@ def long_flow(url: str, *, defer: bool = False, tool: Any = edit) -> Flow:
         transitions=[
             Transition(draft, edit_),
             Transition(edit_, review),
-            Transition(review, polish, when=approved.answer_is("yes")),
+            Transition(review, after_review, when=approved.answer_is("yes")),
             Transition(review, edit_),
             *extra,
         ],

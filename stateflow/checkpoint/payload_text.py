@@ -1,0 +1,91 @@
+"""A payload's canonical JSON kept in parts: the text of each top-level value, and of each item of
+its growing lists.
+
+A run's encoder (:class:`stateflow.run_state.PayloadEncoder`) has the text of every message, step
+and value of a payload before any store sees it. Joining those texts into one string at every
+transition, and encoding the new items a second time for a delta row, was most of what a
+checkpoint cost inside an episode (scripts/bench_checkpoint.py). A :class:`PayloadText` keeps the
+parts instead: a store that writes a delta row takes the new items' texts from it
+(:meth:`PayloadText.delta_text`), and the whole text is joined only by a store that needs it
+(:meth:`PayloadText.json`).
+
+Every part is a ``str`` (or a tuple of them): a ``PayloadText`` never changes after it is made,
+so a store may keep it as the stored form of its payload.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from stateflow.checkpoint.record import canonical_json
+
+__all__ = ["PayloadText"]
+
+Part = str | tuple[str, ...]
+"""The canonical JSON of one value, or of each item of a list value."""
+
+
+class PayloadText:
+    """The canonical JSON of one payload (``canonical_json(payload)``), in parts.
+
+    Args:
+        parts: ``(key, value)`` for every key of the payload in sorted order; ``value`` is the
+            canonical JSON of the key's value, or a tuple with that of each item of a list value.
+
+    Example:
+        >>> text = PayloadText((("history", ('"a"', '"b"')), ("n", "1")))
+        >>> text.json()
+        '{"history":["a","b"],"n":1}'
+        >>> text.delta_text({"history": ["a"], "n": 1}, {"append": {"history": ["b"]}, "set": {}, "drop": []})
+        '{"append":{"history":["b"]},"drop":[],"set":{}}'
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, parts: tuple[tuple[str, Part], ...]):
+        self._parts = dict(parts)
+
+    def json(self) -> str:
+        """The whole payload's canonical JSON."""
+        return "{" + ",".join(_key(k) + ":" + _joined(v) for k, v in self._parts.items()) + "}"
+
+    def delta_text(self, previous: Mapping[str, Any], delta: Mapping[str, Any]) -> str:
+        """``canonical_json(delta)`` for a delta from ``previous`` to this payload (the format of
+        :mod:`stateflow.checkpoint.delta`), with the appended items' and set values' texts taken
+        from the parts instead of encoded again.
+
+        Args:
+            previous: the payload the delta starts from (only its lists' lengths are read).
+            delta: the delta from ``previous`` to the payload these parts encode.
+        """
+        appended = []
+        for key in sorted(delta["append"]):
+            part = self._parts.get(key)
+            if type(part) is tuple:
+                items = "[" + ",".join(part[len(previous[key]) :]) + "]"
+            else:  # not kept item by item: encode the items
+                items = canonical_json(delta["append"][key])
+            appended.append(_key(key) + ":" + items)
+        changed = []
+        for key in sorted(delta["set"]):
+            part = self._parts.get(key)
+            changed.append(_key(key) + ":" + (canonical_json(delta["set"][key]) if part is None else _joined(part)))
+        return (
+            '{"append":{'
+            + ",".join(appended)
+            + '},"drop":'
+            + canonical_json(list(delta["drop"]))
+            + ',"set":{'
+            + ",".join(changed)
+            + "}}"
+        )
+
+
+def _joined(part: Part) -> str:
+    return part if type(part) is str else "[" + ",".join(part) + "]"
+
+
+def _key(key: str) -> str:
+    return json.dumps(key, ensure_ascii=False)
