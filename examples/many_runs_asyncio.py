@@ -32,7 +32,7 @@ def build() -> Flow:
 
 async def run_all(models: str | ModelProfile, questions: list[str]) -> list[RunResult]:
     flow = build()
-    with HttpClients() as http:  # one connection pool for every run
+    with HttpClients() as http:  # shared by every run: connections, the model client, prepared agents
         # the first run is watched token by token, the others are awaited together
         async for event in astream(flow, questions[0], models=models, http=http):
             if isinstance(event, TokenDelta):

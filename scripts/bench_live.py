@@ -13,14 +13,20 @@ What it measures (every ratio is against a baseline measured in the same process
 * **events**: the cost of the event stream per transition. A scripted (in-process, no HTTP) flow
   of 200 transitions is run alternately with and without an ``on_event`` sink that keeps every
   event; reported: (median with - median without) / transitions, in ms (target < 0.2).
-* **asyncio**: ``--runs`` runs of a two-state flow against the fake OpenAI server with
-  ``--latency`` seconds per call: ``asyncio.gather`` of ``arun`` calls, the same runs one after
-  another (``run``), and one OS thread per ``run``. Reported: wall times and the ratios
-  sequential / asyncio and threads / asyncio, plus the peak number of OS threads during the
-  asyncio batch (``arun`` holds one thread per run in flight: AutoGen 0.14 has no asynchronous
-  model client; see stateflow.live). Then 5 alternating asyncio batches with pools that share
-  AutoGen's client between runs (the default) and pools that build one per run (as before):
-  their medians and ratios to one ``arun``.
+* **asyncio**: ``--runs`` runs of a two-state flow against the fake OpenAI server (in its own
+  process) with ``--latency`` seconds per call. Interleaved ``reps`` times: one ``arun`` (on warm
+  pools), then ``asyncio.gather`` of ``--runs`` ``arun`` calls on four kinds of pools:
+  ``unshared`` (AutoGen's client and the agents built for every run), ``no_agent_pool`` (the
+  client shared between runs, the agents built per run: before the agent pool),
+  ``cold_pool`` (new pools after one warm-up run: the client is built and one agent set waits,
+  so the other runs build theirs) and ``warm_pool`` (the pools of an earlier batch: every run
+  takes a prepared agent set, see stateflow.episode.pool); and ``warm_pool_events_to_loop``, the
+  warm pool with each run's events handed to the event loop (``astream``, which is how ``arun``
+  read its result before it kept the events on the run's thread). Reported: medians, their ratio to
+  one ``arun``, the process CPU per run of each batch; then the same runs one after another
+  (``run``) and on one OS thread each, on the warm pools, as ratios to the warm batch; the peak
+  number of OS threads during an asyncio batch (``arun`` holds one thread per run in flight:
+  AutoGen 0.14 has no asynchronous model client; see stateflow.live); the load average.
 * **serve**: ``stateflow serve``'s application under uvicorn on 127.0.0.1, the model the fake
   server (no latency); ``--clients`` concurrent AG-UI clients (httpx, each reading its SSE stream
   to the end) post ``--requests`` runs on new threads in total. Reported: requests per second,
@@ -54,8 +60,9 @@ from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 from stateflow.conditions import meta_is
 from stateflow.emitter import Emitter
-from stateflow.events import StepRecorded, TokenDelta
-from stateflow.live import arun
+from stateflow.episode.pool import AgentPool
+from stateflow.events import RunFinished, StepRecorded, TokenDelta
+from stateflow.live import arun, astream
 from stateflow.testing.fake_openai import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,10 +181,44 @@ def bench_events(transitions: int = 200, reps: int = 15) -> dict[str, Any]:
 
 
 class _Unshared(HttpClients):
-    """Pools that build AutoGen's client for every run (as before clients were shared)."""
+    """Pools that build AutoGen's client and the agents for every run (as before either was
+    shared)."""
 
     def shared(self, key: Any, build: Any) -> Any:
         return build()
+
+
+class _Unpooled(HttpClients):
+    """Pools that share AutoGen's client between runs but build every run's agents (no
+    :class:`~stateflow.episode.pool.AgentPool`: each run gets an empty one of its own)."""
+
+    def shared(self, key: Any, build: Any) -> Any:
+        return build() if key is AgentPool else super().shared(key, build)
+
+
+async def _via_astream(flow: Flow, task: str, **kwargs: Any) -> Any:
+    """A run's result read from its ``astream`` events (how ``arun`` got it before it kept its
+    events on the run's thread)."""
+    result = None
+    async for event in astream(flow, task, tokens=False, **kwargs):
+        if isinstance(event, RunFinished):
+            result = event.result
+    return result
+
+
+def _batch(
+    flow: Flow, profile: ModelProfile, pools: HttpClients, runs: int, tag: str, how: Any = arun
+) -> tuple[float, float]:
+    """``runs`` concurrent ``how`` (``arun``) on ``pools``: (wall seconds, process CPU ms per run)."""
+
+    async def gather() -> list[Any]:
+        return await asyncio.gather(*[how(flow, f"{tag}{i}", models=profile, http=pools) for i in range(runs)])
+
+    c0, t0 = time.process_time(), time.perf_counter()
+    results = asyncio.run(gather())
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    assert all(r.exit_state == "Done" for r in results)
+    return wall, cpu * 1000 / runs
 
 
 def bench_asyncio(runs: int, latency: float, reps: int = 5) -> dict[str, Any]:
@@ -185,10 +226,6 @@ def bench_asyncio(runs: int, latency: float, reps: int = 5) -> dict[str, Any]:
     with _FakeProcess(_reply_done, latency) as srv, HttpClients() as http:
         profile = _fake_profile(srv.url)
         run(flow, "warm-up", models=profile, http=http)
-        t0 = time.perf_counter()
-        asyncio.run(arun(flow, "one", models=profile, http=http))
-        t_one = time.perf_counter() - t0
-
         peak = [0]
         stop = threading.Event()
 
@@ -197,35 +234,39 @@ def bench_asyncio(runs: int, latency: float, reps: int = 5) -> dict[str, Any]:
                 peak[0] = max(peak[0], threading.active_count())
                 time.sleep(0.005)
 
-        async def batch() -> list[Any]:
-            return await asyncio.gather(*[arun(flow, f"t{i}", models=profile, http=http) for i in range(runs)])
-
         before = threading.active_count()
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        t0 = time.perf_counter()
-        results = asyncio.run(batch())
-        t_async = time.perf_counter() - t0
+        _batch(flow, profile, http, runs, "w")  # leaves ``runs`` agent sets in http's pool
         stop.set()
         watcher.join()
-        assert all(r.exit_state == "Done" for r in results)
 
-        # Before/after of sharing AutoGen's client between runs (HttpClients.shared), in this
-        # process: batches alternate between pools that share and pools that build one per run.
-        shared_s, unshared_s = [], []
-        for _ in range(reps):
-            for pools, times in ((_Unshared(), unshared_s), (HttpClients(), shared_s)):
+        # Interleaved, ``reps`` times: one arun on the warm pools, then a batch on each kind of
+        # pools: nothing shared; AutoGen's client shared but no agent pool (before this change);
+        # a cold agent pool (new pools given one warm-up run: the client is built and one agent
+        # set waits, so the other runs build theirs); the warm pool (every run finds a set).
+        one: list[float] = []
+        kinds = ("unshared", "no_agent_pool", "cold_pool", "warm_pool", "warm_pool_events_to_loop")
+        walls: dict[str, list[float]] = {k: [] for k in kinds}
+        cpus: dict[str, list[float]] = {k: [] for k in walls}
+        for rep in range(reps):
+            t0 = time.perf_counter()
+            asyncio.run(arun(flow, f"one{rep}", models=profile, http=http))
+            one.append(time.perf_counter() - t0)
+            for kind, pools in (
+                ("unshared", _Unshared()),
+                ("no_agent_pool", _Unpooled()),
+                ("cold_pool", HttpClients()),
+            ):
                 with pools:
                     run(flow, "warm-up", models=profile, http=pools)
-
-                    async def pooled(pools: HttpClients = pools) -> list[Any]:
-                        return await asyncio.gather(
-                            *[arun(flow, f"a{i}", models=profile, http=pools) for i in range(runs)]
-                        )
-
-                    t0 = time.perf_counter()
-                    asyncio.run(pooled())
-                    times.append(time.perf_counter() - t0)
+                    wall, cpu = _batch(flow, profile, pools, runs, f"{kind}{rep}-")
+                walls[kind].append(wall)
+                cpus[kind].append(cpu)
+            for kind, how in (("warm_pool", arun), ("warm_pool_events_to_loop", _via_astream)):
+                wall, cpu = _batch(flow, profile, http, runs, f"{kind}{rep}-", how)
+                walls[kind].append(wall)
+                cpus[kind].append(cpu)
 
         t0 = time.perf_counter()
         for i in range(runs):
@@ -242,24 +283,34 @@ def bench_asyncio(runs: int, latency: float, reps: int = 5) -> dict[str, Any]:
             t.join()
         t_threads = time.perf_counter() - t0
         assert len(out) == runs
-    return {
+        pool = http.shared(AgentPool, AgentPool)
+    t_one = statistics.median(one)
+    report: dict[str, Any] = {
         "runs": runs,
         "latency_s": latency,
-        "one_arun_s": round(t_one, 3),
-        "asyncio_s": round(t_async, 3),
-        "sequential_s": round(t_seq, 3),
-        "threads_s": round(t_threads, 3),
-        "sequential_over_asyncio": round(t_seq / t_async, 1),
-        "threads_over_asyncio": round(t_threads / t_async, 2),
-        "asyncio_over_one_arun": round(t_async / t_one, 2),
-        "client_sharing_reps": reps,
-        "asyncio_s_median_shared_clients": round(statistics.median(shared_s), 3),
-        "asyncio_s_median_client_per_run": round(statistics.median(unshared_s), 3),
-        "shared_over_one_arun": round(statistics.median(shared_s) / t_one, 2),
-        "client_per_run_over_one_arun": round(statistics.median(unshared_s) / t_one, 2),
-        "os_threads_before": before,
-        "os_threads_peak_during_asyncio": peak[0],
+        "reps": reps,
+        "one_arun_s_median": round(t_one, 3),
     }
+    for kind in walls:
+        wall = statistics.median(walls[kind])
+        report[f"asyncio_{kind}_s_median"] = round(wall, 3)
+        report[f"asyncio_{kind}_over_one_arun"] = round(wall / t_one, 2)
+        report[f"asyncio_{kind}_cpu_ms_per_run_median"] = round(statistics.median(cpus[kind]), 2)
+    warm = statistics.median(walls["warm_pool"])
+    report.update(
+        {
+            "sequential_s": round(t_seq, 3),
+            "threads_s": round(t_threads, 3),
+            "sequential_over_warm_asyncio": round(t_seq / warm, 1),
+            "threads_over_warm_asyncio": round(t_threads / warm, 2),
+            "agent_sets_built": pool.stats.built,
+            "agent_sets_reused": pool.stats.reused,
+            "os_threads_before": before,
+            "os_threads_peak_during_asyncio": peak[0],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        }
+    )
+    return report
 
 
 # -- serve ---------------------------------------------------------------------------------------
@@ -414,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ttft-reps", type=int, default=5)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    report: dict[str, Any] = {"cpus": os.cpu_count()}
+    report: dict[str, Any] = {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     parts = ["events", "asyncio", "serve"] if args.part == "all" else [args.part]
     for part in parts:
         if part == "events":

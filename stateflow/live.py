@@ -10,7 +10,9 @@ event loop's default executor, because ``OpenAIWrapper`` has no asynchronous ``c
 chat speaker selection and reply functions are synchronous too. So every model call in flight
 holds an OS thread either way; a run's own thread costs the same and keeps the loop single.
 The threads wait on sockets, not on the CPU: 50 concurrent runs against a model with 200 ms
-latency finish in about the time of one (``scripts/bench_live.py``).
+latency finish in 1.6 to 2.2 times one run when they share pools (``http=``, which also lends
+them prepared agents: :mod:`stateflow.episode.pool`), in 3 to 4 times without; what remains is
+each run's CPU under the interpreter lock (``scripts/bench_live.py``, docs/live.md).
 
 Cancelling: when the consumer of :func:`stream` / :func:`astream` stops early (``break``,
 ``aclose``, a cancelled task, a disconnected HTTP client) or :func:`arun` is cancelled, the run
@@ -41,7 +43,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from stateflow.errors import RunCancelled
-from stateflow.events import Event, RunFinished
+from stateflow.events import Event
 from stateflow.flow import Flow
 from stateflow.trace import RunResult
 
@@ -137,26 +139,36 @@ async def astream_call(call: Callable[[Callable[[Event], None]], RunResult]) -> 
     def deliver(item: Any) -> None:
         loop.call_soon_threadsafe(inbox.put_nowait, item)
         if item is _END:
-            loop.call_soon_threadsafe(lambda: ended.done() or ended.set_result(None))
+            loop.call_soon_threadsafe(_settle, ended)
 
     run = _Run(call, deliver).start()
     try:
         while (item := await inbox.get()) is not _END:
             yield item
     finally:
-        run.cancelled.set()
-        # The run's thread ends at its next event: wait for it even while being cancelled (anyio,
-        # e.g. Starlette on a client disconnect, re-delivers the cancellation at every await).
-        interrupted = False
-        while not ended.done():
-            try:
-                await asyncio.shield(ended)
-            except asyncio.CancelledError:
-                interrupted = True
-        if interrupted:
-            raise asyncio.CancelledError
+        await _stopped(run, ended)
     if run.error is not None:
         raise run.error
+
+
+def _settle(ended: asyncio.Future[None]) -> None:
+    if not ended.done():
+        ended.set_result(None)
+
+
+async def _stopped(run: _Run, ended: asyncio.Future[None]) -> None:
+    """Cancel ``run`` (a no-op once it ended) and wait until its thread has ended."""
+    run.cancelled.set()
+    # The run's thread ends at its next event: wait for it even while being cancelled (anyio,
+    # e.g. Starlette on a client disconnect, re-delivers the cancellation at every await).
+    interrupted = False
+    while not ended.done():
+        try:
+            await asyncio.shield(ended)
+        except asyncio.CancelledError:
+            interrupted = True
+    if interrupted:
+        raise asyncio.CancelledError
 
 
 async def astream(flow: Flow, task: str, **kwargs: Any) -> AsyncIterator[Event]:
@@ -181,9 +193,23 @@ async def arun(flow: Flow, task: str, **kwargs: Any) -> RunResult:
     def call(on_event: Callable[[Event], None]) -> RunResult:
         return run(flow, task, **kwargs, raise_errors=raise_errors, on_event=on_event, tokens=False)
 
-    result: RunResult | None = None
-    async for event in astream_call(call):
-        if isinstance(event, RunFinished):
-            result = event.result
-    assert result is not None  # a run that returns has announced its end
-    return result
+    # Only the run's end crosses to the event loop: its events stay on the run's thread, where
+    # they are the points at which a cancelled run stops. One wake-up of the loop per run instead
+    # of one per event (no measurable change in scripts/bench_live.py on a loaded machine; it
+    # keeps 50 awaited runs from queueing hundreds of callbacks on the loop).
+    loop = asyncio.get_running_loop()
+    ended = loop.create_future()
+
+    def deliver(item: Any) -> None:
+        if item is _END:
+            loop.call_soon_threadsafe(_settle, ended)
+
+    done = _Run(call, deliver).start()
+    try:
+        await asyncio.shield(ended)
+    finally:
+        await _stopped(done, ended)
+    if done.error is not None:
+        raise done.error
+    assert done.result is not None  # a run that returns without raising has its result
+    return done.result

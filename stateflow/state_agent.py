@@ -34,10 +34,20 @@ class StateAgent(ConversableAgent):
         )
         self.last_response: Any = None
         self.system_last = system_last
+        self._own_system_message = system_message
         if not system_message:
             # AutoGen always prepends the system message; an empty one would override the
             # model's own default system prompt (e.g. Qwen's chat template), so send none.
             self._oai_system_message = []
+
+    def reset(self) -> None:
+        """AutoGen's reset (histories, counters), plus this agent's last response and its own
+        system message (a call may have rewritten it): the agent is as built, ready for the next
+        run of a pool (:mod:`stateflow.episode.pool`)."""
+        super().reset()
+        self.last_response = None
+        own = self._own_system_message
+        self._oai_system_message = [{"content": own, "role": "system"}] if own else []
 
     @property
     def system_message(self) -> str:

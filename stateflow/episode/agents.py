@@ -11,12 +11,14 @@ Which agents exist is decided by the flow and the :class:`~stateflow.views.View`
 * a bridge per user :class:`~stateflow.outputs.AutoGenAgent` (the user's object is never modified);
 * ``human`` when a state asks a person.
 
-Each agent answers through one handler of :mod:`stateflow.episode.replies`.
+Each agent answers through one handler of :mod:`stateflow.episode.replies`, given the episode
+the agents are bound to (:meth:`ChatAgents.bind`): a set of agents outlives one run when it is
+kept in an :class:`~stateflow.episode.pool.AgentPool`, and serves one run at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +33,28 @@ from stateflow.views import ASSISTANT, EXECUTOR, HUMAN, PROMPTER, RESERVED_NAMES
 
 if TYPE_CHECKING:
     from stateflow.episode.loop import Episode
+    from stateflow.flow import Flow
+    from stateflow.views import View
 
-__all__ = ["ChatAgents", "build_agents"]
+__all__ = ["ChatAgents", "agents_key", "build_agents", "poolable"]
 
 Handler = Callable[["Episode", Agent, Any, "Agent | None"], str]
+
+
+class _Binding:
+    """The episode a set of agents serves now; their reply functions and the speaker selection
+    read it at every turn (``None`` while the set waits in a pool)."""
+
+    __slots__ = ("episode",)
+
+    def __init__(self) -> None:
+        self.episode: Episode | None = None
+
+    def current(self) -> Episode:
+        ep = self.episode
+        if ep is None:  # a pooled agent spoke outside a run: a bug, never a silent reply
+            raise RuntimeError("StateFlow agents were asked to reply while bound to no run")
+        return ep
 
 
 @dataclass
@@ -45,6 +65,7 @@ class ChatAgents:
         tool_keys: ``id(Tool)`` -> its key in ``executor``'s function map (two tools may share a
             display name).
         toolsets: ``id(LLM)`` -> the tools that output function may call.
+        binding: the episode the agents serve now (see :meth:`bind`).
     """
 
     user: ConversableAgent
@@ -58,6 +79,73 @@ class ChatAgents:
     manager: GroupChatManager
     tool_keys: dict[int, str]
     toolsets: dict[int, ToolSet]
+    binding: _Binding
+
+    def members(self) -> list[ConversableAgent]:
+        """Every agent of the set: the group's members, the tool runner and the chat manager."""
+        agents: list[ConversableAgent] = [self.user, self.prompter, self.executor, self.tool_runner]
+        agents += [*self.llm_agents.values(), *self.bridges.values(), self.manager]
+        return agents + ([self.human] if self.human is not None else [])
+
+    def bind(self, ep: Episode | None) -> None:
+        """Serve ``ep`` from now on (``None``: no run). The chat's round bound follows the run's
+        transition bound."""
+        self.binding.episode = ep
+        if ep is not None:
+            self.groupchat.max_round = _max_round(ep)
+
+    def reset(self) -> None:
+        """Forget everything a run left in the agents: every agent's chat history with every
+        other, its reply counters and reply configurations (AutoGen's ``reset``; the chat
+        manager's clears the group's messages), each state agent's last response and system
+        message (a vote variant rewrites it for one call). Tools and wiring stay."""
+        for agent in self.members():
+            agent.reset()
+        self.groupchat.reset()
+
+
+def _max_round(ep: Episode) -> int:
+    """AutoGen's round bound, which only backs up the flow's own bound: a state takes one round
+    per output function the view emits, plus the selection that leaves it."""
+    view = ep.view
+    per_state = max((len(view.emitted_outputs(s)) for s in ep.flow.states.values()), default=1) + 1
+    return (ep.max_transitions + 2) * per_state + 2
+
+
+def poolable(flow: Flow) -> bool:
+    """Whether ``flow``'s agents may serve run after run: not when an ``LLM`` lists an MCP
+    server's tools, which are opened for each run and closed at its end."""
+    from stateflow.mcp_tools import MCPTools
+
+    return not any(
+        isinstance(t, MCPTools)
+        for st in flow.states.values()
+        for out in st.outputs
+        if isinstance(out, LLM)
+        for t in out.tools or ()
+    )
+
+
+def agents_key(flow: Flow, view: View) -> Hashable:
+    """Everything :func:`build_agents` builds from: equal keys give interchangeable agent sets.
+
+    The flow by identity (its pool entry keeps it alive, so the ids of its output functions stay
+    unique), each state's output functions and tools by identity, and what the view decides per
+    state: the agent's name, its system message, the outputs it emits, where it sends its system
+    message.
+    """
+    per_state = tuple(
+        (
+            name,
+            view.llm_agent_name(st),
+            view.system_message(flow, st),
+            tuple(map(id, st.outputs)),
+            tuple(map(id, view.emitted_outputs(st))),
+            tuple(id(t) for o in st.outputs if isinstance(o, LLM) for t in o.tools or ()),
+        )
+        for name, st in flow.states.items()
+    )
+    return (id(flow), type(view), view.name, view.system_last, view.system_message(flow, None), per_state)
 
 
 def _never_terminate(message: dict[str, Any]) -> bool:
@@ -65,30 +153,44 @@ def _never_terminate(message: dict[str, Any]) -> bool:
     return False
 
 
-def _answering(ep: Episode, handler: Handler) -> Callable[..., tuple[bool, str]]:
-    """``handler`` in AutoGen's reply-function signature (it always answers)."""
+def _answering(binding: _Binding, handler: Handler) -> Callable[..., tuple[bool, str]]:
+    """``handler`` in AutoGen's reply-function signature (it always answers), for the episode
+    the agents are bound to."""
 
     def reply(recipient: Agent, messages: Any = None, sender: Agent | None = None, config: Any = None):
-        return True, handler(ep, recipient, messages, sender)
+        return True, handler(binding.current(), recipient, messages, sender)
 
     return reply
 
 
+def _selecting(binding: _Binding) -> Callable[[Agent, GroupChat], Agent | None]:
+    """The group chat's speaker selection: the bound episode's transition function."""
+
+    def select(last_speaker: Agent, groupchat: GroupChat) -> Agent | None:
+        return binding.current().select(last_speaker, groupchat)
+
+    return select
+
+
 def build_agents(ep: Episode) -> ChatAgents:
-    """Every agent ``ep``'s flow and view need, wired to ``ep``'s handlers, in one group chat
-    whose speaker selection is ``ep``'s transition function.
+    """Every agent ``ep``'s flow and view need, wired to the handlers of :mod:`replies`, in one
+    group chat whose speaker selection is the transition function; bound to ``ep``.
+
+    ``ep`` supplies the flow, the view and the run's MCP sessions; a set built for one episode
+    serves any other of the same :func:`agents_key` once :meth:`ChatAgents.bind` to it.
 
     Raises:
         ConfigError: two different tools or user agents share a name, or a name clashes with a
             built-in agent.
     """
     flow, view = ep.flow, ep.view
+    binding = _Binding()
     quiet = {"llm_config": False, "human_input_mode": "NEVER", "code_execution_config": False}
     user = ConversableAgent(USER, **quiet)
     prompter = ConversableAgent(PROMPTER, **quiet)
-    prompter.register_reply([Agent, None], _answering(ep, replies.prompter_reply), position=0)
+    prompter.register_reply([Agent, None], _answering(binding, replies.prompter_reply), position=0)
     executor = ConversableAgent(EXECUTOR, **quiet)
-    executor.register_reply([Agent, None], _answering(ep, replies.tool_reply), position=0)
+    executor.register_reply([Agent, None], _answering(binding, replies.tool_reply), position=0)
     # Tools are registered in AutoGen's function map and invoked through it. Two different
     # tools may share a display name, so each Tool object gets its own key.
     tools: dict[str, Any] = {}
@@ -123,7 +225,7 @@ def build_agents(ep: Episode) -> ChatAgents:
                 raise ConfigError(f"state name {name!r} clashes with a built-in agent; rename the state")
             system = view.system_message(flow, st if name != ASSISTANT else None)
             agent = StateAgent(name, system, system_last=view.system_last)
-            agent.register_reply([Agent, None], _answering(ep, replies.llm_reply), position=0)
+            agent.register_reply([Agent, None], _answering(binding, replies.llm_reply), position=0)
             llm_agents[name] = agent
     # The user's own agents speak through bridges (the user's agent object is never modified).
     bridges: dict[str, ConversableAgent] = {}
@@ -138,17 +240,14 @@ def build_agents(ep: Episode) -> ChatAgents:
                 raise ConfigError(f"agent name {out.name!r} clashes with a built-in or state agent; rename it")
             if out.name not in bridges:
                 bridge = ConversableAgent(out.name, **quiet)
-                bridge.register_reply([Agent, None], _answering(ep, replies.agent_reply), position=0)
+                bridge.register_reply([Agent, None], _answering(binding, replies.agent_reply), position=0)
                 bridges[out.name] = bridge
     human: ConversableAgent | None = None
     if any(isinstance(o, Human) for st in flow.states.values() for o in view.emitted_outputs(st)):
         human = ConversableAgent(HUMAN, llm_config=False, human_input_mode="ALWAYS", code_execution_config=False)
-        human.register_reply([Agent, None], _answering(ep, replies.human_reply), position=0)
+        human.register_reply([Agent, None], _answering(binding, replies.human_reply), position=0)
     members: list[Agent] = [user, prompter, executor, *llm_agents.values()]
     members += [*bridges.values(), *([human] if human is not None else [])]
-    # AutoGen's round bound only backs up the flow's own bound: a state takes one round per
-    # output function the view emits, plus the selection that leaves it.
-    per_state = max((len(view.emitted_outputs(s)) for s in flow.states.values()), default=1) + 1
     # ep.select returns the next agent itself, which AutoGen takes as an override of its
     # speaker-transition graph: the graph is never consulted. Its default (every agent to every
     # other) is validated with one isinstance check against AutoGen's Agent protocol per edge,
@@ -158,8 +257,8 @@ def build_agents(ep: Episode) -> ChatAgents:
     groupchat = GroupChat(
         agents=members,
         messages=[],
-        max_round=(ep.max_transitions + 2) * per_state + 2,
-        speaker_selection_method=ep.select,
+        max_round=_max_round(ep),
+        speaker_selection_method=_selecting(binding),
         allowed_or_disallowed_speaker_transitions=ring,
         speaker_transitions_type="allowed",
         admin_name="__stateflow_admin__",
@@ -168,6 +267,19 @@ def build_agents(ep: Episode) -> ChatAgents:
     manager = GroupChatManager(
         groupchat, llm_config=False, human_input_mode="NEVER", silent=True, is_termination_msg=_never_terminate
     )
-    return ChatAgents(
-        user, prompter, executor, tool_runner, llm_agents, bridges, human, groupchat, manager, tool_keys, toolsets
+    agents = ChatAgents(
+        user,
+        prompter,
+        executor,
+        tool_runner,
+        llm_agents,
+        bridges,
+        human,
+        groupchat,
+        manager,
+        tool_keys,
+        toolsets,
+        binding,
     )
+    agents.bind(ep)
+    return agents

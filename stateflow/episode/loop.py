@@ -27,8 +27,9 @@ from autogen.io.base import InputStream, IOStream
 from stateflow.backends.autogen_clients import LLMBackends
 from stateflow.blackboard import Blackboard
 from stateflow.context import Context
-from stateflow.episode.agents import ChatAgents, build_agents
+from stateflow.episode.agents import ChatAgents, build_agents, poolable
 from stateflow.episode.judges import Judges
+from stateflow.episode.pool import AgentPool
 from stateflow.episode.step_log import StepLog
 from stateflow.errors import ChatEndedError, CheckpointError, ConfigError, NoTransitionError, RunTimeout
 from stateflow.flow import Flow
@@ -91,6 +92,8 @@ class Episode:
         pending: the question a paused run waits on.
     """
 
+    agents: ChatAgents
+
     def __init__(
         self,
         flow: Flow,
@@ -145,8 +148,16 @@ class Episode:
         self.current: OutputFunction | None = None
         self._chat: list[dict[str, Any]] = []  # copies of the group chat's messages (see _chat_copies)
         self.mcp = MCPSessions()  # MCP servers of LLM tools: started with the agents, stopped by run()
+        # Runs that share pools (run(..., http=...)) take prepared agents and give them back at
+        # their end (stateflow.episode.pool); a run on its own builds its agents.
+        self._pool: AgentPool | None = None
+        self._pool_key: Any = None
         try:
-            self.agents: ChatAgents = build_agents(self)
+            if backends.http is not None and poolable(flow):
+                self._pool = backends.http.shared(AgentPool, AgentPool)
+                self.agents, self._pool_key = self._pool.take(self)
+            else:
+                self.agents = build_agents(self)
         except BaseException:
             self.mcp.close()
             raise
@@ -330,6 +341,9 @@ class Episode:
             if self.failure is None:
                 self.failure, self.stop_reason = err, "error"
                 error = f"{type(err).__name__}: {err}"
+        if self._pool is not None:  # the agents are done with this run (a failed run's are dropped)
+            pool, self._pool = self._pool, None
+            pool.give_back(self._pool_key, self.agents, self)
         return RunResult(
             flow=self.flow.name,
             view=self.view.name,

@@ -20,6 +20,8 @@ MODULES = [
     "stateflow.subflow",
     "stateflow.parallel",
     "stateflow.structured",
+    "stateflow.episode.pool",
+    "stateflow.live",
 ]
 
 
