@@ -168,6 +168,23 @@ class TimedArm:
         }
 
 
+def chunk_spec(model: str, method: str, out: Path, chunk: list[int], workers: int, order: str) -> RunSpec:
+    """One arm's run of one chunk: ``method`` on the chunk's Spider tasks, the response grammar on
+    (as ``stateflow run`` uses the embedded model), every state on ``model``."""
+    return RunSpec(
+        INTERCODE_SQL,
+        (method,),
+        models=ModelAssignment.of(model),
+        models_label=f"default={model}",
+        out=out,
+        dataset=DATASET,
+        tasks=",".join(map(str, chunk)),
+        workers=workers,
+        grammar=True,
+        order=order,  # type: ignore[arg-type]
+    )
+
+
 def timed_arm(spec: RunSpec, model: str) -> TimedArm:
     """Evaluate ``spec`` (no progress bar) between two snapshots of ``model``'s server(s)."""
     before = server_snapshot(model)
@@ -203,7 +220,6 @@ def run_configs(args: argparse.Namespace) -> None:
         (t["pair"], t.get("config"), t["chunk"])
         for t in map(json.loads, timings.read_text().splitlines() if timings.exists() else [])
     }
-    models = ModelAssignment.of(args.model)
     new_chunks = 0
     for c, chunk in enumerate(chunks):
         if c < args.first_chunk:
@@ -225,18 +241,7 @@ def run_configs(args: argparse.Namespace) -> None:
                 cfg = CONFIGS[name]
                 method = PAIRS[pair][1]
                 fresh_servers(args.model, cfg.replicas)
-                spec = RunSpec(
-                    INTERCODE_SQL,
-                    (method,),
-                    models=models,
-                    models_label=f"default={args.model}",
-                    out=args.out / f"{pair}-{name}",
-                    dataset=DATASET,
-                    tasks=",".join(map(str, chunk)),
-                    workers=cfg.workers,
-                    grammar=True,
-                    order="context",
-                )
+                spec = chunk_spec(args.model, method, args.out / f"{pair}-{name}", chunk, cfg.workers, "context")
                 timed = timed_arm(spec, args.model)
                 line = timed.line(
                     pair=pair,
@@ -368,7 +373,6 @@ def run_bench(args: argparse.Namespace) -> None:
         (t["pair"], t["arm"], t["workers"], t["chunk"])
         for t in map(json.loads, timings.read_text().splitlines() if timings.exists() else [])
     }
-    models = ModelAssignment.of(args.model)
     default_pool().server(args.model, n_threads=None).ensure_running()
     began = time.monotonic()
     new_chunks = 0
@@ -399,18 +403,8 @@ def run_bench(args: argparse.Namespace) -> None:
                     server = default_pool().server(args.model)
                     server.stop()
                     server.ensure_running()
-                    spec = RunSpec(
-                        INTERCODE_SQL,
-                        (arm.method,),
-                        models=models,
-                        models_label=f"default={args.model}",
-                        out=args.out / f"{pair}-{arm.name}-w{workers}",
-                        dataset=DATASET,
-                        tasks=",".join(map(str, chunk)),
-                        workers=workers,
-                        grammar=True,
-                        order=arm.order,  # type: ignore[arg-type]
-                    )
+                    out = args.out / f"{pair}-{arm.name}-w{workers}"
+                    spec = chunk_spec(args.model, arm.method, out, chunk, workers, arm.order)
                     timed = timed_arm(spec, args.model)
                     line = timed.line(
                         pair=pair,
