@@ -10,11 +10,22 @@ coin would give. A rung makes two cuts:
    no more expensive, and the p-values of the rung are Holm-corrected
    (:func:`~stateflow.tasks.kit.stats.holm`), so the chance of dropping any candidate that is
    in truth as good stays below ``alpha``.
-2. **Halving.** Of the rest, the ``ceil(n / eta)`` that solved most (cheaper first on ties) go
-   on, and so does every candidate on the rung's Pareto front of success against cost that
-   solved at least one task: a cheaper candidate that racing did not drop is exactly what a
-   user of the front wants measured on more tasks, even when it is not among the best (one
-   that solved nothing is cheap only because it does nothing).
+2. **Halving.** Of the rest, the ``ceil(n / eta)`` that solved most go on, and so does every
+   candidate on the rung's Pareto front of success against cost that solved at least one task:
+   a cheaper candidate that racing did not drop is exactly what a user of the front wants
+   measured on more tasks, even when it is not among the best (one that solved nothing is cheap
+   only because it does nothing).
+
+Ties at the halving cut are common (a rung of 30 tasks gives 31 possible scores for dozens of
+candidates) and are broken by the **pooled evidence** of the whole rung: a candidate is a set of
+traits (each lever on or off, each state's model), every trait's effect is the success rate of
+the rung's candidates that have it minus that of those that do not, and a tied candidate with
+the larger sum of its traits' effects goes first (then the cheaper, then the key). A trait is
+measured on many candidates' tasks where a candidate's own score rests on its few, so this is
+the better guess at which of two equal scores is luck. Cost is not the tie-break: the best-share
+places are for success, and the front already keeps what is cheap (the first SQL search broke
+ties by cost, and at its 30-task rung 8 of 12 candidates tied at the cut, so cost alone chose
+which went on; docs/optimize.md, "Ties").
 
 Racing alone rarely drops anything on few tasks (six discordant tasks all one way are needed at
 5 %), which is why halving does the bulk of the pruning; racing makes sure a clearly dominated
@@ -34,7 +45,7 @@ from dataclasses import dataclass
 
 from stateflow.tasks.kit.stats import holm, mcnemar_exact_p
 
-__all__ = ["Standing", "Verdict", "next_rung", "pareto_keys"]
+__all__ = ["Standing", "Verdict", "next_rung", "pareto_keys", "trait_effects"]
 
 
 @dataclass(frozen=True)
@@ -45,11 +56,14 @@ class Standing:
         key: the candidate's key.
         outcomes: task index -> solved, over the rung's tasks.
         cost: mean cost per task in the budget's unit (model-seconds or tokens).
+        traits: what the candidate is made of, one ``factor=level`` text per factor
+            (``values=on``, ``Solve=local``); empty: no pooled evidence for its ties.
     """
 
     key: str
     outcomes: Mapping[int, bool]
     cost: float
+    traits: frozenset[str] = frozenset()
 
     @property
     def solved(self) -> int:
@@ -74,6 +88,29 @@ def pareto_keys(standings: Sequence[Standing]) -> set[str]:
             o.solved >= s.solved and o.cost <= s.cost and (o.solved > s.solved or o.cost < s.cost) for o in standings
         )
     }
+
+
+def trait_effects(standings: Sequence[Standing]) -> dict[str, float]:
+    """Each trait's success rate over the standings that have it minus over those that do not.
+
+    A trait every standing has (or none) tells nothing apart and gets 0.
+
+    >>> on = [Standing(f"v{i}", {0: True, 1: i == 0}, 1.0, frozenset({"vote=on"})) for i in range(2)]
+    >>> off = [Standing(f"n{i}", {0: i == 0, 1: False}, 1.0, frozenset({"vote=off"})) for i in range(2)]
+    >>> trait_effects(on + off)
+    {'vote=off': -0.5, 'vote=on': 0.5}
+    """
+
+    def rate(group: Sequence[Standing]) -> float:
+        tasks = sum(len(s.outcomes) for s in group)
+        return sum(s.solved for s in group) / tasks if tasks else 0.0
+
+    effects = {}
+    for trait in sorted({t for s in standings for t in s.traits}):
+        having = [s for s in standings if trait in s.traits]
+        lacking = [s for s in standings if trait not in s.traits]
+        effects[trait] = rate(having) - rate(lacking) if having and lacking else 0.0
+    return effects
 
 
 def _paired(a: Standing, b: Standing) -> tuple[int, int]:
@@ -112,7 +149,8 @@ def next_rung(standings: Sequence[Standing], *, eta: int, alpha: float) -> list[
             )
     alive = [s for s in standings if s.key not in dropped]
     quota = max(1, math.ceil(len(standings) / eta))
-    ranked = sorted(alive, key=lambda s: (-s.solved, s.cost))
+    effects = trait_effects(standings)
+    ranked = sorted(alive, key=lambda s: (-s.solved, -sum(effects[t] for t in s.traits), s.cost, s.key))
     top = {s.key for s in ranked[:quota]}
     # solving nothing cheaply is no trade-off worth measuring further: the front keeps only solvers
     front = pareto_keys([s for s in alive if s.solved > 0])

@@ -248,7 +248,13 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
             break
         log = RungLog(n)
         standings = [
-            Standing(c.key, {x.task: x.success for x in records[c.key]}, results[c.key].cost) for c in survivors
+            Standing(
+                c.key,
+                {x.task: x.success for x in records[c.key]},
+                results[c.key].cost,
+                c.traits(space.levers, space.states),
+            )
+            for c in survivors
         ]
         verdicts = next_rung(standings, eta=space.search.eta, alpha=space.search.alpha)
         for v in verdicts:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -199,6 +200,25 @@ class Candidate:
     def label(self) -> str:
         """``method | models``, for tables."""
         return f"{self.method} | {self.models_label}"
+
+    def traits(self, levers: Sequence[str], states: Sequence[str]) -> frozenset[str]:
+        """What the candidate is made of, one ``factor=level`` per factor, for pooled evidence.
+
+        ``levers``: each is ``on`` or ``off`` (a lever of the recipe not listed is ``on``);
+        ``states``: each state's profile (the default's where the state is not listed).
+
+        >>> c = Candidate("sf_agent+values", (("default", "local-small"), ("Solve", "local")))
+        >>> sorted(c.traits(["values", "vote"], ["Solve", "Plan"]))  # doctest: +NORMALIZE_WHITESPACE
+        ['Plan=local-small', 'Solve=local', 'base=sf_agent', 'default=local-small', 'values=on',
+         'vote=off']
+        """
+        base, *used = self.method.split(RECIPE_SEPARATOR)
+        models = dict(self.models)
+        default = models.get(DEFAULT_KEY, "")
+        out = {f"base={base}", f"{DEFAULT_KEY}={default}"}
+        out |= {f"{lever}={'on' if lever in used else 'off'}" for lever in {*levers, *used}}
+        out |= {f"{state}={models.get(state, default)}" for state in states}
+        return frozenset(out)
 
     def assignment(self, base: ModelAssignment) -> ModelAssignment:
         """The candidate's models, with the profiles ``base`` knows (built-ins and a config's)."""

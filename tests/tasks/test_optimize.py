@@ -17,10 +17,10 @@ import pytest
 from stateflow.tasks.harness.identity import flow_fingerprint
 from stateflow.tasks.harness.records import ResultsFile
 from stateflow.tasks.kit.stats import holm, mcnemar_exact_p
-from stateflow.tasks.optimize.racing import Standing, next_rung, pareto_keys
+from stateflow.tasks.optimize.racing import Standing, next_rung, pareto_keys, trait_effects
 from stateflow.tasks.optimize.rewrite import resolve_recorded
 from stateflow.tasks.optimize.search import OptimizeRun, optimize, rung_sizes
-from stateflow.tasks.optimize.space import SearchSpace, SpaceError, expand, load_space
+from stateflow.tasks.optimize.space import Candidate, SearchSpace, SpaceError, expand, load_space
 from stateflow.tasks.sql.benchmark import INTERCODE_SQL
 
 from stateflow import ModelAssignment, ModelProfile
@@ -63,6 +63,42 @@ def test_a_cheap_candidate_that_solved_nothing_is_not_kept_for_the_front():
     s = [_standing("a", [0, 1], 4, cost=5.0), _standing("b", [0], 4, cost=6.0), _standing("idle", [], 4, cost=0.1)]
     verdicts = {v.key: v for v in next_rung(s, eta=3, alpha=0.05)}
     assert verdicts["a"].kept and not verdicts["idle"].kept and "halved out: 0 solved" in verdicts["idle"].reason
+
+
+def test_a_tie_at_the_cut_goes_to_the_candidate_whose_traits_did_better_not_the_cheaper():
+    # 4 tasks; the "vote=on" candidates solve 3 and 2, the "vote=off" ones 2 and 1: vote's pooled
+    # effect is +0.25. Eta 2 gives two places, and on_b and off_a tie for the second
+    on_a = Standing("on_a", {0: True, 1: True, 2: True, 3: False}, 9.0, frozenset({"vote=on"}))
+    on_b = Standing("on_b", {0: True, 1: True, 2: False, 3: False}, 9.0, frozenset({"vote=on"}))
+    off_a = Standing("off_a", {0: True, 1: True, 2: False, 3: False}, 1.0, frozenset({"vote=off"}))
+    off_b = Standing("off_b", {0: True, 1: False, 2: False, 3: False}, 1.0, frozenset({"vote=off"}))
+    standings = [on_a, on_b, off_a, off_b]
+    assert trait_effects(standings) == {"vote=off": -0.25, "vote=on": 0.25}
+    verdicts = {v.key: v for v in next_rung(standings, eta=2, alpha=0.05)}
+    # on_b and off_a tie at 2 for the second place: on_b goes on although it costs 9 times more
+    assert verdicts["on_b"].kept and "among the best 2" in verdicts["on_b"].reason
+    # off_a still goes on, as the front's cheapest solver of 2, and says so
+    assert verdicts["off_a"].kept and "on the front" in verdicts["off_a"].reason
+    # without traits the old order (cheaper first) is what is left
+    bare = [Standing(s.key, s.outcomes, s.cost) for s in standings]
+    assert {v.key for v in next_rung(bare, eta=2, alpha=0.05) if v.reason.startswith("among the best")} == {
+        "on_a",
+        "off_a",
+    }
+
+
+def test_trait_effects_of_a_trait_all_share_are_zero():
+    s = [_standing("a", [0], 2, 1.0), _standing("b", [], 2, 1.0)]
+    s = [Standing(x.key, x.outcomes, x.cost, frozenset({"base=x", f"k={x.key}"})) for x in s]
+    assert trait_effects(s) == {"base=x": 0.0, "k=a": 0.5, "k=b": -0.5}
+
+
+def test_candidate_traits_name_every_lever_and_state_model():
+    c = Candidate("sf_agent_hint+values+answer_vote", (("default", "local"),))
+    traits = c.traits(["values", "question_last", "answer_vote"], ["Solve"])
+    assert traits == frozenset(
+        {"base=sf_agent_hint", "default=local", "Solve=local", "values=on", "question_last=off", "answer_vote=on"}
+    )
 
 
 def test_rung_sizes_grow_by_eta_up_to_the_pool():
