@@ -236,8 +236,11 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
                 env_factory=run.env_factory,
                 progress=progress,
             )
-            records[c.key] = summary.records
-            results[c.key] = replace(_result(c, summary.records, unit), rung=r)
+            # the runner returns every record of the candidate's directory; a re-run search finds
+            # there the tasks of rungs it went on to before, which must not count at this rung's cut
+            rung_tasks = set(tasks)
+            records[c.key] = [x for x in summary.records if x.task in rung_tasks]
+            results[c.key] = replace(_result(c, records[c.key], unit), rung=r)
             if summary.interrupted:
                 stop = "interrupted"
                 break

@@ -232,6 +232,9 @@ def test_search_finds_the_good_solver_resumes_for_free_and_archives(server, tmp_
     again = optimize(run)
     assert len(server.requests) == calls  # everything recorded: not one model call
     assert again.pick == summary.pick and again.spent == summary.spent
+    # the same cuts, each made on its rung's tasks although the directories now hold deeper ones
+    assert again.rungs == summary.rungs and again.candidates == summary.candidates
+
 
 
 def test_rewritten_instruction_is_saved_run_on_the_picks_tasks_and_adopted_when_it_solves_more(server, tmp_path):
