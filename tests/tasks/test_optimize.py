@@ -236,7 +236,6 @@ def test_search_finds_the_good_solver_resumes_for_free_and_archives(server, tmp_
     assert again.rungs == summary.rungs and again.candidates == summary.candidates
 
 
-
 def test_rewritten_instruction_is_saved_run_on_the_picks_tasks_and_adopted_when_it_solves_more(server, tmp_path):
     space = _space(levers=[], profiles=["bad"], states=[], rewrite={"state": "Solve", "profile": "good", "failures": 2})
     archive = tmp_path / "archive" / "t.jsonl"
