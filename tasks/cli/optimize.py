@@ -8,7 +8,7 @@ runner, so re-running the same command after a kill resumes without re-running a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -17,6 +17,9 @@ from stateflow.tasks.cli.stopping import stop_on_signals
 
 from stateflow import ModelAssignment
 from stateflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    from stateflow.tasks.optimize.outcome import OptimizeSummary
 
 __all__ = ["register"]
 
@@ -47,6 +50,10 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[
             bool, typer.Option("--dry-run", help="check the space, list its candidates and rungs; run nothing")
         ] = False,
+        report: Annotated[
+            bool,
+            typer.Option("--report", help="redraw OUT/front.md and OUT/front.png from OUT/optimize.json; run nothing"),
+        ] = False,
     ) -> None:
         """Search a space of recipes x per-state models by successive halving with paired tests.
 
@@ -56,7 +63,6 @@ def register(app: typer.Typer) -> None:
         """
         from stateflow.tasks.cli.run import _assignment, _auto_grammar
         from stateflow.tasks.harness.registry import default_registry
-        from stateflow.tasks.optimize.front import front_table, plot_front
         from stateflow.tasks.optimize.search import OptimizeRun, optimize, rung_sizes, task_pool
         from stateflow.tasks.optimize.space import expand, load_space
 
@@ -99,6 +105,20 @@ def register(app: typer.Typer) -> None:
             grammar=use_grammar,
             data_dir=data,
         )
+        if report:  # the front as today's rule draws it, from what a finished search recorded
+            from stateflow.tasks.optimize.front import mark_front
+            from stateflow.tasks.optimize.outcome import OptimizeSummary
+
+            saved = root / "optimize.json"
+            if not saved.is_file():
+                raise ConfigError(f"{saved}: no search summary here (run the search first, or give --out)")
+            try:
+                summary = OptimizeSummary.from_json(saved.read_text())
+            except ValueError as err:
+                raise ConfigError(f"{saved}: {err}") from None
+            mark_front(summary.candidates)
+            _write_front(summary, root, console)
+            return
         if dry_run:  # the checks above ran; the pool needs the environment but no model
             sizes = rung_sizes(chosen.search.first_rung, chosen.search.eta, len(task_pool(run)))
             for c in plan.candidates:
@@ -111,11 +131,18 @@ def register(app: typer.Typer) -> None:
             return
         with stop_on_signals():
             summary = optimize(run, console=console, progress=not no_progress)
-        table = front_table(summary)
-        (root / "front.md").write_text(table)
-        png = plot_front(summary, root / "front.png")
-        Console(width=200).print(table, markup=False, soft_wrap=True)
-        wrote = ", ".join(escape(str(p)) for p in (root / "front.md", png, root / "optimize.json"))
-        console.print(f"wrote {wrote}")
+        _write_front(summary, root, console)
         if summary.stop == "interrupted":
             raise typer.Exit(130)
+
+
+def _write_front(summary: OptimizeSummary, root: Path, console: Console) -> None:
+    """Print the front's table and write it, with its plot, next to ``optimize.json``."""
+    from stateflow.tasks.optimize.front import front_table, plot_front
+
+    table = front_table(summary)
+    (root / "front.md").write_text(table)
+    png = plot_front(summary, root / "front.png")
+    Console(width=200).print(table, markup=False, soft_wrap=True)
+    wrote = ", ".join(escape(str(p)) for p in (root / "front.md", png, root / "optimize.json"))
+    console.print(f"wrote {wrote}")

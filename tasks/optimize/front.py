@@ -1,11 +1,14 @@
 """The Pareto front of a search: success (with its Wilson interval) against prompt tokens and
 seconds per task, as a Markdown table and a PNG.
 
-A candidate is on the front when it solved at least one task and no other candidate solves at
-least as large a share of its tasks with no more prompt tokens and no more seconds per task, and
-is strictly better on one of the three. Candidates stopped at different rungs ran different numbers of tasks; the table
-prints ``n`` and the interval beside every rate, so a 3/5 from the first rung is not read like
-a 60/100 from the last.
+The front is drawn among the candidates evaluated on the most tasks (normally the whole pool):
+one of them is on it when it solved at least one task and no other of them solves at least as
+large a share with no more prompt tokens and no more seconds per task, and is strictly better on
+one of the three. Candidates stopped at earlier rungs are listed and plotted but never on the
+front: a 7/10 from the first rung is no evidence against a 63/100 from the last, and the first
+tasks' cost is not the pool's either (until 2026-11-28 they were compared, and the SQL search's
+front was three candidates of the 10-task rung). The table prints ``n`` and the interval beside
+every rate.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ def _beats(o: CandidateResult, c: CandidateResult) -> bool:
 
 
 def mark_front(results: Sequence[CandidateResult]) -> None:
-    """Set :attr:`CandidateResult.on_front` on every result (in place): evaluated, solved at least
-    one task (doing nothing is cheap but no trade-off), and beaten by no other such result."""
-    ran = [r for r in results if r.solved]
+    """Set :attr:`CandidateResult.on_front` on every result (in place): evaluated on the most
+    tasks of any, solved at least one (doing nothing is cheap but no trade-off), and beaten by no
+    other such result."""
+    deepest = max((r.n for r in results), default=0)
+    ran = [r for r in results if r.solved and r.n == deepest]
     for r in results:
-        r.on_front = bool(r.solved) and not any(_beats(o, r) for o in ran if o is not r)
+        r.on_front = r in ran and not any(_beats(o, r) for o in ran if o is not r)
 
 
 def front_table(summary: OptimizeSummary) -> str:
@@ -76,7 +81,7 @@ def plot_front(summary: OptimizeSummary, path: Path) -> Path:
     """Two panels (success against prompt tokens, and against seconds per task) saved to ``path``.
 
     Every evaluated candidate is a point with its Wilson interval; front points are filled and
-    numbered as in :func:`front_table`, the others hollow.
+    numbered as in :func:`front_table`, the others hollow (grey: stopped at an earlier rung).
     """
     import matplotlib
 
@@ -105,7 +110,10 @@ def plot_front(summary: OptimizeSummary, path: Path) -> Path:
             ax.set_xlabel(xlabel)
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("success % (95 % Wilson interval)")
-        fig.suptitle(f"{summary.space}: {summary.benchmark}, Pareto front filled (numbers as in the table)")
+        fig.suptitle(
+            f"{summary.space}: {summary.benchmark}, Pareto front of the candidates run on the most tasks "
+            "filled (numbers as in the table)"
+        )
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=110, bbox_inches="tight")
     finally:

@@ -92,3 +92,23 @@ class OptimizeSummary:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self) | {"ratio": self.ratio}, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> OptimizeSummary:
+        """The summary :meth:`to_json` wrote (``ratio`` is recomputed, not read).
+
+        Raises:
+            ValueError: not JSON, or not a summary (a missing or unknown field, named).
+        """
+        try:
+            data = json.loads(text)
+            data.pop("ratio", None)
+            data["candidates"] = [CandidateResult(**c) for c in data["candidates"]]
+            data["rungs"] = [RungLog(**r) for r in data["rungs"]]
+            if data.get("heldout") is not None:
+                data["heldout"] = CandidateResult(**data["heldout"])
+            if data.get("rewrite") is not None:
+                data["rewrite"] = RewriteResult(**data["rewrite"])
+            return cls(**data)
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"not an optimize summary: {type(err).__name__}: {err}") from None

@@ -17,6 +17,8 @@ import pytest
 from stateflow.tasks.harness.identity import flow_fingerprint
 from stateflow.tasks.harness.records import ResultsFile
 from stateflow.tasks.kit.stats import holm, mcnemar_exact_p
+from stateflow.tasks.optimize.front import mark_front
+from stateflow.tasks.optimize.outcome import CandidateResult, OptimizeSummary
 from stateflow.tasks.optimize.racing import Standing, next_rung, pareto_keys, trait_effects
 from stateflow.tasks.optimize.rewrite import resolve_recorded
 from stateflow.tasks.optimize.search import OptimizeRun, optimize, rung_sizes
@@ -328,6 +330,9 @@ def test_context_order_runs_each_rung_grouped_by_database(server, golds, tmp_pat
 # -- the command, killed and resumed -------------------------------------------------------
 
 
+DATA = Path(__file__).parents[2] / "docs" / "data" / "optimize" / "intercode-sql"
+
+
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "stateflow.cli.main", *args]
 
@@ -389,6 +394,52 @@ def test_command_refuses_a_bad_space_in_one_message_before_anything_is_written(t
     assert error.startswith(f"error: {space}: ") and error.count("\n") == 0  # one line, naming the file
     for part in ("unknown lever 'shema'", "unknown profile 'nosuch'", "unknown state 'Solv'"):
         assert part in error
+
+
+def test_the_front_is_drawn_among_the_candidates_run_on_the_most_tasks():
+    def result(key: str, n: int, solved: int, tokens: float, seconds: float) -> CandidateResult:
+        return CandidateResult(
+            key, "m", "default=x", n=n, solved=solved, success=100 * solved / n, prompt_tokens=tokens, seconds=seconds
+        )
+
+    early = result("early", 10, 9, 100, 1.0)  # 90 % and cheapest, but on 10 tasks only
+    best, cheap = result("best", 100, 63, 1000, 9.0), result("cheap", 100, 54, 400, 4.0)
+    dominated, idle = result("dominated", 100, 50, 1200, 9.5), result("idle", 100, 0, 10, 0.1)
+    results = [early, best, cheap, dominated, idle]
+    mark_front(results)
+    assert [r.key for r in results if r.on_front] == ["best", "cheap"]
+
+
+def test_a_summary_reads_back_and_a_bad_one_is_named():
+    summary = OptimizeSummary.from_json((DATA / "sql-part4-summary.json").read_text())
+    assert OptimizeSummary.from_json(summary.to_json()) == summary
+    assert summary.heldout is not None and summary.heldout.solved == 64 and len(summary.candidates) == 36
+    with pytest.raises(ValueError, match=r"not an optimize summary: KeyError: 'candidates'"):
+        OptimizeSummary.from_json('{"space": "x"}')
+
+
+def test_report_redraws_the_archived_sql_front_with_the_mixed_assignments_on_it(tmp_path):
+    """The SQL search of issue 46 part 4 (docs/results.md): its front, redrawn from the archived
+    summary, is the four candidates that ran all 100 dev tasks, two of them mixed 0.5B / 1.5B."""
+    (tmp_path / "optimize.json").write_text((DATA / "sql-part4-summary.json").read_text())
+    space = Path(__file__).parents[2] / "examples" / "optimize" / "sql-part4.toml"
+    done = subprocess.run(
+        _cli("optimize", str(space), "--out", str(tmp_path), "--report"), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-1500:]
+    rows = [
+        line for line in (tmp_path / "front.md").read_text().splitlines() if line.startswith("| ") and "| yes |" in line
+    ]
+    assert len(rows) == 4 and all("| 100 |" in row for row in rows)
+    assert sum("default=local-small,Solve=local" in row for row in rows) == 2
+    assert (tmp_path / "front.png").stat().st_size > 10_000
+    missing = subprocess.run(
+        _cli("optimize", str(space), "--out", str(tmp_path / "none"), "--report"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert missing.returncode == 1 and "no search summary here" in missing.stderr
 
 
 @pytest.mark.parametrize(
