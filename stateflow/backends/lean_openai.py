@@ -1,0 +1,190 @@
+"""A lean OpenAI-compatible chat client for AutoGen: plain JSON over the shared ``httpx`` pool.
+
+Why: with 50 runs awaited together, 69 % of a run's own CPU was the ``openai`` library's
+``chat.completions.create`` (request-body transform, request building, pydantic parsing of the
+reply). This client posts the request body as JSON with the shared ``httpx.Client``, checks the
+shape of the (untrusted) reply itself and builds the ``ChatCompletion`` AutoGen expects with
+``model_construct`` (no second validation of a shape already checked).
+
+It is registered through AutoGen's custom-client hook (``model_client_cls`` plus
+``OpenAIWrapper.register_model_client``) and is opt-in (see ``docs/live.md``). A streamed request
+is not handled here: it goes through ``stream_client`` (AutoGen's own client), given explicitly.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, ClassVar
+
+import httpx
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
+from openai.types.chat.chat_completion import Choice
+from openai.types.chat.chat_completion_message_tool_call import ChatCompletionMessageToolCall, Function
+from openai.types.completion_usage import CompletionUsage
+
+from stateflow.errors import LLMError
+
+__all__ = ["LeanChatClient", "MalformedReplyError", "parse_chat_completion"]
+
+# The statuses the openai client retries (timeouts, 408/409/429 and 5xx), matched here.
+_RETRY_STATUSES = frozenset({408, 409, 429})
+# AutoGen config keys that are connection settings, not request fields.
+_NOT_REQUEST = frozenset({"model_client_cls", "api_key", "base_url", "timeout", "max_retries", "price", "http_client"})
+
+
+class MalformedReplyError(LLMError):
+    """The endpoint's reply is not a chat completion (bad JSON or a missing/ill-typed field)."""
+
+
+def _need(cond: bool, url: str, what: str) -> None:
+    if not cond:
+        raise MalformedReplyError(f"malformed chat completion from {url}: {what}")
+
+
+def parse_chat_completion(body: Any, url: str) -> ChatCompletion:
+    """Check an untrusted reply's shape, then build the ``ChatCompletion`` without revalidating.
+
+    Args:
+        body: the decoded JSON reply.
+        url: the endpoint, named in the error.
+
+    Raises:
+        MalformedReplyError: naming the endpoint and the field that is wrong.
+    """
+    _need(isinstance(body, dict), url, "the reply is not a JSON object")
+    choices = body.get("choices")
+    _need(isinstance(choices, list) and len(choices) > 0, url, "'choices' is missing or empty")
+    built: list[Choice] = []
+    for i, ch in enumerate(choices):
+        _need(isinstance(ch, dict), url, f"choices[{i}] is not an object")
+        msg = ch.get("message")
+        _need(isinstance(msg, dict), url, f"choices[{i}].message is missing")
+        content = msg.get("content")
+        _need(content is None or isinstance(content, str), url, f"choices[{i}].message.content is not a string")
+        calls = None
+        raw_calls = msg.get("tool_calls")
+        if raw_calls:
+            _need(isinstance(raw_calls, list), url, f"choices[{i}].message.tool_calls is not a list")
+            calls = []
+            for j, tc in enumerate(raw_calls):
+                fn = tc.get("function") if isinstance(tc, dict) else None
+                _need(
+                    isinstance(fn, dict) and isinstance(fn.get("name"), str) and isinstance(fn.get("arguments"), str),
+                    url,
+                    f"choices[{i}].message.tool_calls[{j}] lacks function.name/arguments",
+                )
+                calls.append(
+                    ChatCompletionMessageToolCall.model_construct(
+                        id=str(tc.get("id", "")),
+                        type="function",
+                        function=Function.model_construct(name=fn["name"], arguments=fn["arguments"]),
+                    )
+                )
+        message = ChatCompletionMessage.model_construct(
+            role="assistant", content=content, tool_calls=calls, function_call=None, refusal=None
+        )
+        built.append(
+            Choice.model_construct(
+                index=ch.get("index", i),
+                message=message,
+                finish_reason=ch.get("finish_reason") or "stop",
+                logprobs=None,
+            )
+        )
+    usage = None
+    u = body.get("usage")
+    if u is not None:
+        _need(isinstance(u, dict), url, "'usage' is not an object")
+        nums = [u.get(k, 0) for k in ("prompt_tokens", "completion_tokens")]
+        _need(all(isinstance(n, int) for n in nums), url, "'usage' token counts are not integers")
+        usage = CompletionUsage.model_construct(
+            prompt_tokens=nums[0],
+            completion_tokens=nums[1],
+            total_tokens=u.get("total_tokens", nums[0] + nums[1]),
+            prompt_tokens_details=u.get("prompt_tokens_details"),
+        )
+    return ChatCompletion.model_construct(
+        id=str(body.get("id", "")),
+        object="chat.completion",
+        created=body.get("created", 0),
+        model=str(body.get("model", "")),
+        choices=built,
+        usage=usage,
+    )
+
+
+class LeanChatClient:
+    """AutoGen ``ModelClient`` posting chat requests as plain JSON (non-streamed).
+
+    Args:
+        config: the ``config_list`` entry (model, api_key, base_url, timeout, max_retries, price).
+        http_client: the shared ``httpx.Client`` (thread-safe).
+        stream_client: the client that serves streamed requests (AutoGen's OpenAI client).
+    """
+
+    RESPONSE_USAGE_KEYS: ClassVar[list[str]] = ["prompt_tokens", "completion_tokens", "total_tokens", "cost", "model"]
+
+    def __init__(self, config: dict[str, Any], *, http_client: httpx.Client, stream_client: Any = None):
+        self.config = config
+        self._http = http_client
+        self._stream = stream_client
+        self._url = (config.get("base_url") or "https://api.openai.com/v1").rstrip("/") + "/chat/completions"
+        key = config.get("api_key")
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._timeout = float(config.get("timeout") or 60.0)
+        self._retries = int(config.get("max_retries", 2))
+        price = config.get("price") or [0.0, 0.0]
+        self._price = (float(price[0]), float(price[1]))
+
+    def create(self, params: dict[str, Any]) -> ChatCompletion:
+        """Send one chat request; retries timeouts, 408/409/429 and 5xx as the openai client does."""
+        if params.get("stream"):
+            if self._stream is None:
+                raise LLMError(f"{self._url}: a streamed request needs a stream_client")
+            return self._stream.create(params)
+        body = {k: v for k, v in params.items() if k not in _NOT_REQUEST}
+        body.setdefault("model", self.config.get("model"))
+        attempt = 0
+        while True:
+            try:
+                resp = self._http.post(self._url, json=body, headers=self._headers, timeout=self._timeout)
+            except httpx.TimeoutException as err:
+                if attempt >= self._retries:
+                    raise LLMError(f"{self._url}: timed out after {attempt + 1} attempts") from err
+            else:
+                if resp.status_code < 300:
+                    break
+                if not (resp.status_code in _RETRY_STATUSES or resp.status_code >= 500) or attempt >= self._retries:
+                    raise LLMError(f"{self._url}: HTTP {resp.status_code}: {resp.text[:300]}")
+            attempt += 1
+            # exponential back-off with jitter, as the openai client (0.5 s doubling, capped at 8 s)
+            time.sleep(min(0.5 * 2 ** (attempt - 1), 8.0) * (1 - 0.25 * random.random()))
+        try:
+            data = resp.json()
+        except ValueError as err:
+            raise MalformedReplyError(f"malformed chat completion from {self._url}: not JSON") from err
+        return parse_chat_completion(data, self._url)
+
+    def message_retrieval(self, response: ChatCompletion) -> list[Any]:
+        """The reply's messages: plain text, or the message object when it carries tool calls."""
+        return [c.message if c.message.tool_calls else c.message.content for c in response.choices]
+
+    def cost(self, response: ChatCompletion) -> float:
+        """The reply's cost under the config's per-1k prices."""
+        u = response.usage
+        if u is None:
+            return 0.0
+        return (u.prompt_tokens * self._price[0] + u.completion_tokens * self._price[1]) / 1000
+
+    @staticmethod
+    def get_usage(response: ChatCompletion) -> dict[str, Any]:
+        """AutoGen's usage summary of one reply."""
+        u = response.usage
+        return {
+            "prompt_tokens": u.prompt_tokens if u else 0,
+            "completion_tokens": u.completion_tokens if u else 0,
+            "total_tokens": u.total_tokens if u else 0,
+            "cost": getattr(response, "cost", 0),
+            "model": response.model,
+        }
