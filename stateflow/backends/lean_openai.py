@@ -149,9 +149,10 @@ class LeanChatClient:
         while True:
             try:
                 resp = self._http.post(self._url, json=body, headers=self._headers, timeout=self._timeout)
-            except httpx.TimeoutException as err:
+            except (httpx.TimeoutException, httpx.ConnectError) as err:
+                # the profile's max_retries covers timeouts and refused connections too
                 if attempt >= self._retries:
-                    raise LLMError(f"{self._url}: timed out after {attempt + 1} attempts") from err
+                    raise LLMError(f"{self._url}: {type(err).__name__} after {attempt + 1} attempts") from err
             else:
                 if resp.status_code < 300:
                     break
