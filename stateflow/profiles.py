@@ -87,6 +87,7 @@ class _ProfileSchema(BaseModel):
     n_threads: int | None = Field(ge=1, le=1024)
     replicas: int | None = Field(ge=1, le=1024)
     seed: int | None = Field(ge=0)
+    client: Literal["openai", "lean"]
 
     @field_validator("base_url")
     @classmethod
@@ -162,6 +163,10 @@ class ModelProfile:
             context (:mod:`stateflow.backends.local.replicas`); ``None``: the runner's default
             for its workers (:func:`stateflow.backends.local.defaults.local_replicas`), else 1.
             Each replica holds the model and its own prompt cache in RAM.
+        client: which HTTP client calls an OpenAI-compatible server: ``"openai"`` (AutoGen's,
+            through the ``openai`` library; the default) or ``"lean"``
+            (:class:`~stateflow.backends.lean_openai.LeanChatClient`: plain JSON on the shared
+            pool, about half the CPU per call; streamed calls still use AutoGen's client).
     """
 
     name: str
@@ -182,6 +187,7 @@ class ModelProfile:
     n_threads: int | None = None
     seed: int | None = None
     replicas: int | None = None
+    client: Literal["openai", "lean"] = "openai"
 
     def __post_init__(self) -> None:
         if self.provider not in _PROVIDERS:

@@ -16,12 +16,14 @@ import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from autogen import Agent, OpenAIWrapper
 
 from stateflow.backends.call_log import CallLog, RecordedCall, messages_key
 from stateflow.backends.cassette import Cassette, RecordingClient, ReplayClient
 from stateflow.backends.endpoint import Endpoint, open_endpoint
 from stateflow.backends.http import HttpClients
+from stateflow.backends.lean_openai import LeanChatClient
 from stateflow.backends.scripted import ScriptedClient, ScriptedLLM
 from stateflow.backends.stream_usage import UsageKeepingClient
 from stateflow.errors import ConfigError, LLMError, RunCancelled, StateFlowError
@@ -141,6 +143,14 @@ class LLMBackends:
         def build() -> OpenAIWrapper:
             # AutoGen's OpenAI client, except that a streamed reply keeps its cached-token count
             # (AutoGen's stream assembly drops it)
+            if profile.client == "lean":
+                # plain JSON on the shared pool (half the CPU per call); streams go through
+                # AutoGen's client, which LeanChatClient is handed explicitly
+                http_client = entry.get("http_client") or httpx.Client(timeout=profile.timeout)
+                stream = UsageKeepingClient(entry, openai_client=ep.openai_client())
+                w = OpenAIWrapper(config_list=[{**entry, "model_client_cls": LeanChatClient.__name__}], cache_seed=None)
+                w.register_model_client(LeanChatClient, http_client=http_client, stream_client=stream)
+                return w
             w = OpenAIWrapper(config_list=[{**entry, "model_client_cls": UsageKeepingClient.__name__}], cache_seed=None)
             w.register_model_client(UsageKeepingClient, openai_client=ep.openai_client())
             return w

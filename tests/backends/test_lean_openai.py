@@ -132,3 +132,33 @@ def test_a_refused_connection_is_retried_then_reported():
         url = srv.url  # closed below: nothing listens on this port any more
     with httpx.Client() as http, pytest.raises(LLMError, match="ConnectError after 2 attempts"):
         _ask(_wrapper(url, http, max_retries=1), "x")
+
+
+def _flow() -> Any:
+    from stateflow import LLM, Flow, Prompt, State, Transition
+
+    ask = State("Ask", Prompt("Answer."), LLM())
+    end = State("End", final=True)
+    return Flow("one-call", initial=ask, transitions=[Transition(ask, end)])
+
+
+def test_many_aruns_at_once_on_the_lean_client_each_keep_their_own_transcript():
+    import asyncio
+
+    from stateflow import ModelProfile
+    from stateflow.backends.http import HttpClients
+    from stateflow.live import arun
+
+    def answer(model: str, msgs: list[dict[str, Any]], body: dict[str, Any]) -> str:
+        task = next(m["content"] for m in msgs if "Task" in (m.get("content") or ""))
+        return f"reply to {task.split('Task ')[-1].split()[0]}"
+
+    async def main(url: str, http: HttpClients) -> list[Any]:
+        prof = ModelProfile(name="lean", model="m", provider="llamacpp", base_url=url, api_key_env=None, client="lean")
+        return await asyncio.gather(*(arun(_flow(), f"Task {i} now", models=prof, http=http) for i in range(20)))
+
+    with FakeOpenAIServer(answer, latency_s=0.05) as srv, HttpClients() as http:
+        results = asyncio.run(main(srv.url, http))
+    for i, r in enumerate(results):
+        (step,) = [s for s in r.steps if s.output == "llm"]
+        assert step.message.content == f"reply to {i}" and step.usage.prompt_tokens > 0
