@@ -33,6 +33,13 @@ path (2.27 at main); SQLite ``sync="pauses"`` 0.148 ms steady (0.203 at main), 5
 in-episode times do not (3.3 %, 8.4 %). Details, a per-piece table and history: docs/checkpoints.md,
 "Cost per transition".
 
+The episodes' fake model server runs in a child process by default (``--server process``, as a
+real endpoint; ``--server thread`` serves it from this process's threads, as before 2026-11-28).
+Measured 2026-11-28 08:05 UTC on an idle machine (``--threads 1 --episodes 30 --no-postgres --no-sql
+--steps 10``), child process / threads: memory 1.26 / 1.21 ms per episode in-episode (1.53 % /
+1.42 %), 0.047 ms per checkpoint steady (0.76 %); SQLite ``sync="pauses"`` 2.80 / 3.69 ms in-episode
+(3.35 % / 3.80 %), 0.141 ms steady (2.29 %).
+
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
 
@@ -175,6 +182,13 @@ def main() -> None:
         "(stateflow/run_state.py, stateflow/checkpoint/rows.py, the memory store's module, the SQLite "
         "store's put) patched in: before/after in one process",
     )
+    parser.add_argument(
+        "--server",
+        choices=["process", "thread"],
+        default="process",
+        help="where the episodes' fake model server runs: a child process (as a real endpoint; default) or "
+        "threads of this process (as before 2026-11-28: its lock contention is counted in the episode)",
+    )
     args = parser.parse_args()
     baseline = Baseline.load(args.baseline) if args.baseline else None
 
@@ -198,8 +212,9 @@ def main() -> None:
             finally:
                 cp.close()
         if args.episodes:
-            episode_ratios(backends, args.episodes, baseline)  # new thread ids (e0, e1, ...) in the same stores
-            transition_costs(backends, args.episodes, baseline)
+            separate = args.server == "process"
+            episode_ratios(backends, args.episodes, baseline, separate)  # new thread ids (e0, ...), same stores
+            transition_costs(backends, args.episodes, baseline, separate)
         print()
         print("bytes per thread: full copies, pure deltas (step 0 full), and what SQLite stores per snapshot_every")
         intervals = [1, 5, 10, 25]
@@ -447,7 +462,10 @@ def row_label(name: str, mode: str, baseline: Baseline | None) -> str:
 
 
 def episode_ratios(
-    backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int, baseline: Baseline | None = None
+    backends: list[tuple[str, Callable[[], Checkpointer]]],
+    episodes: int,
+    baseline: Baseline | None = None,
+    separate: bool = False,
 ) -> None:
     """Median wall time of a fake-model episode without and with each checkpointer (alternated),
     the share of the checkpointed episodes' time spent in the checkpoint path, and that time.
@@ -457,8 +475,7 @@ def episode_ratios(
     from contextlib import nullcontext
 
     from stateflow import run
-    from stateflow.testing.fake_openai import FakeOpenAIServer
-    from tests.core.durable.flows import fake_profile, long_flow, responder
+    from tests.core.durable.flows import fake_profile, long_flow
 
     def patch(mode: str) -> Any:
         return baseline.patched() if mode == "baseline" and baseline is not None else nullcontext()
@@ -466,15 +483,16 @@ def episode_ratios(
     print()
     print(
         f"episode wall time, {episodes} episodes each (alternated with a run without checkpoints, "
-        "a backend's rows episode by episode)"
+        "a backend's rows episode by episode; fake server "
+        f"{'in a child process' if separate else 'in this process'})"
     )
     print(
         f"{'backend':28} {'without ms':>11} {'with ms':>9} {'extra ms':>9} {'ratio':>7} "
         f"{'in checkpoints':>15} {'ckpt ms/ep':>11} {'checkpoints':>12}"
     )
-    with FakeOpenAIServer(responder) as server:
-        model = fake_profile(server.url)
-        run(long_flow(server.url), "T", models=model, telemetry=False)  # warm-up (imports, connections)
+    with fake_server(separate) as url:
+        model = fake_profile(url)
+        run(long_flow(url), "T", models=model, telemetry=False)  # warm-up (imports, connections)
         for name, factory in backends:
             modes = row_modes(name, baseline)
             stores: dict[str, Checkpointer] = {}
@@ -492,7 +510,7 @@ def episode_ratios(
                         tag = {"former": "b", "baseline": "r", "now": ""}[mode]
                         with patch(mode):
                             one_episode_pair(
-                                stores[mode], timers[mode], server.url, model, f"e{i}{tag}", plain[mode], saved[mode]
+                                stores[mode], timers[mode], url, model, f"e{i}{tag}", plain[mode], saved[mode]
                             )
                         shares[mode].append(timers[mode].seconds / saved[mode][-1])
                 per_thread = len(stores["now"].list("e0"))  # checkpoints one thread wrote
@@ -535,7 +553,10 @@ def one_episode_pair(
 
 
 def transition_costs(
-    backends: list[tuple[str, Callable[[], Checkpointer]]], repeats: int, baseline: Baseline | None = None
+    backends: list[tuple[str, Callable[[], Checkpointer]]],
+    repeats: int,
+    baseline: Baseline | None = None,
+    separate: bool = False,
 ) -> None:
     """Checkpoint cost of one episode, without the episode's noise: the run states one real episode
     saved, saved again through a ThreadJournal into each store (fastest of ``repeats`` threads),
@@ -545,13 +566,12 @@ def transition_costs(
     from stateflow import run
     from stateflow.checkpoint import MemoryCheckpointer as Memory
     from stateflow.fingerprint import flow_fingerprint
-    from stateflow.testing.fake_openai import FakeOpenAIServer
     from stateflow.threads import ThreadJournal
-    from tests.core.durable.flows import fake_profile, long_flow, responder
+    from tests.core.durable.flows import fake_profile, long_flow
 
     states: list[tuple[Any, str]] = []
-    with FakeOpenAIServer(responder) as server:
-        flow, model = long_flow(server.url), fake_profile(server.url)
+    with fake_server(separate) as url:
+        flow, model = long_flow(url), fake_profile(url)
         save = ThreadJournal.save
 
         def keep(journal: Any, state: Any, status: str) -> None:
@@ -597,6 +617,47 @@ def transition_costs(
                     cp.close()
             label = row_label(name, mode, baseline)
             print(f"{label:28} {best * 1e3:>13.2f} {best / len(states) * 1e3:>16.3f} {best / wall:>7.2%}")
+
+
+SERVE_CHILD = """
+import sys
+from stateflow.testing.fake_openai import FakeOpenAIServer
+from tests.core.durable.flows import responder
+with FakeOpenAIServer(responder) as server:
+    print(server.url, flush=True)
+    sys.stdin.read()  # until the bench closes the pipe
+"""
+
+
+@contextmanager
+def fake_server(separate: bool) -> Iterator[str]:
+    """The durable tests' fake OpenAI-compatible server: its address, served from this process's
+    threads, or (``separate``) from a child process, as a real model endpoint is. In this process the
+    server's threads take the interpreter lock while the episode runs, which the checkpoint path's
+    timers then count as its own."""
+    import subprocess
+
+    if not separate:
+        from stateflow.testing.fake_openai import FakeOpenAIServer
+        from tests.core.durable.flows import responder
+
+        with FakeOpenAIServer(responder) as server:
+            yield server.url
+        return
+    root = Path(__file__).resolve().parents[1]
+    child = subprocess.Popen(
+        [sys.executable, "-c", SERVE_CHILD], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        url = child.stdout.readline().strip()
+        if not url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"the fake server's child process did not start (it said {url!r})")
+        yield url
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
 
 
 @contextmanager
