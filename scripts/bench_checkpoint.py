@@ -189,6 +189,14 @@ def main() -> None:
         help="where the episodes' fake model server runs: a child process (as a real endpoint; default) or "
         "threads of this process (as before 2026-11-28: its lock contention is counted in the episode)",
     )
+    parser.add_argument(
+        "--pieces",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time each piece of the checkpoint path inside N episodes per backend (memory, SQLite "
+        "sync=pauses; fake server in a child process): ms per episode for each piece",
+    )
     args = parser.parse_args()
     baseline = Baseline.load(args.baseline) if args.baseline else None
 
@@ -215,6 +223,8 @@ def main() -> None:
             separate = args.server == "process"
             episode_ratios(backends, args.episodes, baseline, separate)  # new thread ids (e0, ...), same stores
             transition_costs(backends, args.episodes, baseline, separate)
+        if args.pieces:
+            piece_table([b for b in backends if b[0] in ("memory", "sqlite (sync=pauses)")], args.pieces)
         print()
         print("bytes per thread: full copies, pure deltas (step 0 full), and what SQLite stores per snapshot_every")
         intervals = [1, 5, 10, 25]
@@ -364,6 +374,8 @@ class Baseline:
         """The journal encodes with the baseline's encoder and ``to_payload``, the stores write rows
         with the baseline's ``encode_row`` and cache, and the SQLite store's ``put`` is the
         baseline's (its statements)."""
+        import inspect
+
         import stateflow.checkpoint.postgres as pg
         import stateflow.checkpoint.sqlite as sq
         from stateflow.threads import ThreadJournal
@@ -376,15 +388,23 @@ class Baseline:
             old_init(journal, *args, **kwargs)
             journal._encoder = encoder_cls()
 
+        # a revision whose encoder hands out the payload's text in parts (PayloadText) and whose
+        # encode_row asks for the previous payload lazily runs as it does there; an older one gets
+        # the joined text and the previous payload read up front, as its stores expected
+        in_parts = hasattr(encoder_cls, "text")
+        lazy = "Callable" in str(inspect.signature(rows.encode_row).parameters["previous"].annotation)
+
         def save(journal: Any, state: Any, status: str) -> None:
             payload = {**to_payload(state, journal._encoder), **journal.extra}
             try:
-                text = journal._encoder.json(payload)
+                text = journal._encoder.text(payload) if in_parts else journal._encoder.json(payload)
             except (TypeError, ValueError):
                 text = None
             journal._put(state.state, ThreadStatus(status), payload, text)
 
         def encode_row(checkpoint: Any, previous: Any, every: int, given: Any = None) -> Any:
+            if lazy:
+                return rows.encode_row(checkpoint, previous, every, given)
             return rows.encode_row(checkpoint, previous() if callable(previous) else previous, every, given)
 
         saved = [(m, m.encode_row, m.PayloadCache) for m in (sq, pg, self.sqlite)]
@@ -617,6 +637,98 @@ def transition_costs(
                     cp.close()
             label = row_label(name, mode, baseline)
             print(f"{label:28} {best * 1e3:>13.2f} {best / len(states) * 1e3:>16.3f} {best / wall:>7.2%}")
+
+
+class PieceTimer:
+    """Nanoseconds spent in each piece of the checkpoint path, by wrapping the functions that make it
+    up (``perf_counter_ns``) for the duration of a ``with`` block. Pieces nest (``save`` holds
+    ``to_payload``, ``text`` and ``put``; a store's ``put`` holds ``encode_row`` and ``check``): the
+    table reports each piece's own time and the rest of its parent."""
+
+    #: (label, module path, owner attribute or None for a module-level function, function name)
+    PIECES = (
+        ("snapshot (copy vars/board/history)", "stateflow.episode", "Episode", "snapshot"),
+        ("save (the journal, whole)", "stateflow.threads", "ThreadJournal", "save"),
+        ("  to_payload (encode items)", "stateflow.run_state", "RunState", "to_payload"),
+        ("  encoder.text (value texts)", "stateflow.run_state", "PayloadEncoder", "text"),
+        ("  Checkpoint record", "stateflow.checkpoint.record", "Checkpoint", "__init__"),
+        ("  memory put", "stateflow.checkpoint.memory", "MemoryCheckpointer", "put"),
+        ("    check (fields)", "stateflow.checkpoint.record", "Checkpoint", "check"),
+        ("  sqlite put", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "put"),
+        ("    encode_row (delta body)", "stateflow.checkpoint.sqlite", None, "encode_row"),
+        ("    _given (writer cache)", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "_given"),
+    )
+
+    def __init__(self) -> None:
+        self.ns: dict[str, int] = {label: 0 for label, *_ in self.PIECES}
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> PieceTimer:
+        import importlib
+
+        for label, module_name, owner_name, name in self.PIECES:
+            module = importlib.import_module(module_name)
+            owner = module if owner_name is None else getattr(module, owner_name)
+            original = owner.__dict__[name] if owner_name is not None else getattr(module, name)
+            self._saved.append((owner, name, original))
+            setattr(owner, name, self._timed(label, original))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+    def _timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        ns, clock = self.ns, time.perf_counter_ns
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                ns[label] += clock() - start
+
+        return timed
+
+
+def piece_table(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int) -> None:
+    """ms per episode in each piece of the checkpoint path, over ``episodes`` checkpointed episodes
+    per backend (the fake server in a child process), and the episodes' median wall time."""
+    from stateflow import run
+    from tests.core.durable.flows import fake_profile, long_flow
+
+    print()
+    print(
+        f"pieces of the checkpoint path in-episode, ms per episode (mean of {episodes} episodes, "
+        "fake server in a child process)"
+    )
+    with fake_server(True) as url:
+        model = fake_profile(url)
+        run(long_flow(url), "T", models=model, telemetry=False)  # warm-up
+        for name, factory in backends:
+            cp = factory()
+            timer, walls = PieceTimer(), []
+            try:
+                with timer:
+                    for i in range(episodes):
+                        start = time.perf_counter()
+                        run(
+                            long_flow(url),
+                            "T",
+                            models=model,
+                            telemetry=False,
+                            checkpointer=cp,
+                            thread_id=f"p{i}",
+                        )
+                        walls.append(time.perf_counter() - start)
+            finally:
+                cp.close()
+            wall = statistics.median(walls)
+            print(f"{name} (episode {wall * 1e3:.1f} ms median, with the timers)")
+            for label, ms in ((label, n / episodes / 1e6) for label, n in timer.ns.items()):
+                if ms:
+                    print(f"  {label:38} {ms:>7.3f} ms  {ms / wall / 1e3:>7.2%}")
 
 
 SERVE_CHILD = """
