@@ -33,6 +33,25 @@ path (2.27 at main); SQLite ``sync="pauses"`` 0.148 ms steady (0.203 at main), 5
 in-episode times do not (3.3 %, 8.4 %). Details, a per-piece table and history: docs/checkpoints.md,
 "Cost per transition".
 
+The episodes' fake model server runs in a child process by default (``--server process``, as a
+real endpoint; ``--server thread`` serves it from this process's threads, as before 2026-11-28).
+Measured 2026-11-28 08:05 UTC on an idle machine (``--threads 1 --episodes 30 --no-postgres --no-sql
+--steps 10``), child process / threads: memory 1.26 / 1.21 ms per episode in-episode (1.53 % /
+1.42 %), 0.047 ms per checkpoint steady (0.76 %); SQLite ``sync="pauses"`` 2.80 / 3.69 ms in-episode
+(3.35 % / 3.80 %), 0.141 ms steady (2.29 %).
+
+Each episode table builds its flow once (until 2026-11-28 08:15 the alternated table built one per
+timed episode: 23 ms of its 82-97 ms "episode", which made the in-episode shares look smaller).
+``--pieces N`` times each piece of the checkpoint path (``perf_counter_ns`` around the snapshot,
+``to_payload``, the payload's text, the record, the store's ``put`` and inside it ``check``,
+``encode_row``, the writer's cache) over N checkpointed episodes per store (memory, SQLite
+``sync="pauses"``), ms per episode. Measured 2026-11-28 08:16 UTC (``--baseline main --threads 1
+--episodes 30 --pieces 60 --no-postgres --no-sql --steps 10``, load average 1.4-1.8, not quiet;
+episode 60-65 ms): memory 0.047 ms per checkpoint steady (0.76 %), 1.44 ms per episode in-episode
+(2.22 %); SQLite ``sync="pauses"`` 0.136 ms steady (2.22 %), 3.08 ms in-episode (4.70 %), of which
+the ``INSERT`` and its commit about 1.65 ms. The in-episode targets are not met; the per-piece
+table is in docs/checkpoints.md.
+
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
 
@@ -175,6 +194,21 @@ def main() -> None:
         "(stateflow/run_state.py, stateflow/checkpoint/rows.py, the memory store's module, the SQLite "
         "store's put) patched in: before/after in one process",
     )
+    parser.add_argument(
+        "--server",
+        choices=["process", "thread"],
+        default="process",
+        help="where the episodes' fake model server runs: a child process (as a real endpoint; default) or "
+        "threads of this process (as before 2026-11-28: its lock contention is counted in the episode)",
+    )
+    parser.add_argument(
+        "--pieces",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time each piece of the checkpoint path inside N episodes per backend (memory, SQLite "
+        "sync=pauses; fake server in a child process): ms per episode for each piece",
+    )
     args = parser.parse_args()
     baseline = Baseline.load(args.baseline) if args.baseline else None
 
@@ -198,8 +232,11 @@ def main() -> None:
             finally:
                 cp.close()
         if args.episodes:
-            episode_ratios(backends, args.episodes, baseline)  # new thread ids (e0, e1, ...) in the same stores
-            transition_costs(backends, args.episodes, baseline)
+            separate = args.server == "process"
+            episode_ratios(backends, args.episodes, baseline, separate)  # new thread ids (e0, ...), same stores
+            transition_costs(backends, args.episodes, baseline, separate)
+        if args.pieces:
+            piece_table([b for b in backends if b[0] in ("memory", "sqlite (sync=pauses)")], args.pieces)
         print()
         print("bytes per thread: full copies, pure deltas (step 0 full), and what SQLite stores per snapshot_every")
         intervals = [1, 5, 10, 25]
@@ -349,6 +386,8 @@ class Baseline:
         """The journal encodes with the baseline's encoder and ``to_payload``, the stores write rows
         with the baseline's ``encode_row`` and cache, and the SQLite store's ``put`` is the
         baseline's (its statements)."""
+        import inspect
+
         import stateflow.checkpoint.postgres as pg
         import stateflow.checkpoint.sqlite as sq
         from stateflow.threads import ThreadJournal
@@ -361,15 +400,23 @@ class Baseline:
             old_init(journal, *args, **kwargs)
             journal._encoder = encoder_cls()
 
+        # a revision whose encoder hands out the payload's text in parts (PayloadText) and whose
+        # encode_row asks for the previous payload lazily runs as it does there; an older one gets
+        # the joined text and the previous payload read up front, as its stores expected
+        in_parts = hasattr(encoder_cls, "text")
+        lazy = "Callable" in str(inspect.signature(rows.encode_row).parameters["previous"].annotation)
+
         def save(journal: Any, state: Any, status: str) -> None:
             payload = {**to_payload(state, journal._encoder), **journal.extra}
             try:
-                text = journal._encoder.json(payload)
+                text = journal._encoder.text(payload) if in_parts else journal._encoder.json(payload)
             except (TypeError, ValueError):
                 text = None
             journal._put(state.state, ThreadStatus(status), payload, text)
 
         def encode_row(checkpoint: Any, previous: Any, every: int, given: Any = None) -> Any:
+            if lazy:
+                return rows.encode_row(checkpoint, previous, every, given)
             return rows.encode_row(checkpoint, previous() if callable(previous) else previous, every, given)
 
         saved = [(m, m.encode_row, m.PayloadCache) for m in (sq, pg, self.sqlite)]
@@ -447,7 +494,10 @@ def row_label(name: str, mode: str, baseline: Baseline | None) -> str:
 
 
 def episode_ratios(
-    backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int, baseline: Baseline | None = None
+    backends: list[tuple[str, Callable[[], Checkpointer]]],
+    episodes: int,
+    baseline: Baseline | None = None,
+    separate: bool = False,
 ) -> None:
     """Median wall time of a fake-model episode without and with each checkpointer (alternated),
     the share of the checkpointed episodes' time spent in the checkpoint path, and that time.
@@ -457,8 +507,7 @@ def episode_ratios(
     from contextlib import nullcontext
 
     from stateflow import run
-    from stateflow.testing.fake_openai import FakeOpenAIServer
-    from tests.core.durable.flows import fake_profile, long_flow, responder
+    from tests.core.durable.flows import fake_profile, long_flow
 
     def patch(mode: str) -> Any:
         return baseline.patched() if mode == "baseline" and baseline is not None else nullcontext()
@@ -466,15 +515,19 @@ def episode_ratios(
     print()
     print(
         f"episode wall time, {episodes} episodes each (alternated with a run without checkpoints, "
-        "a backend's rows episode by episode)"
+        "a backend's rows episode by episode; fake server "
+        f"{'in a child process' if separate else 'in this process'})"
     )
     print(
         f"{'backend':28} {'without ms':>11} {'with ms':>9} {'extra ms':>9} {'ratio':>7} "
         f"{'in checkpoints':>15} {'ckpt ms/ep':>11} {'checkpoints':>12}"
     )
-    with FakeOpenAIServer(responder) as server:
-        model = fake_profile(server.url)
-        run(long_flow(server.url), "T", models=model, telemetry=False)  # warm-up (imports, connections)
+    with fake_server(separate) as url:
+        model = fake_profile(url)
+        # built once: building the flow (23 ms) is not part of an episode; the alternated table
+        # built one per episode until 2026-11-28, which put it in both columns' wall time
+        flow = long_flow(url)
+        run(flow, "T", models=model, telemetry=False)  # warm-up (imports, connections)
         for name, factory in backends:
             modes = row_modes(name, baseline)
             stores: dict[str, Checkpointer] = {}
@@ -492,7 +545,7 @@ def episode_ratios(
                         tag = {"former": "b", "baseline": "r", "now": ""}[mode]
                         with patch(mode):
                             one_episode_pair(
-                                stores[mode], timers[mode], server.url, model, f"e{i}{tag}", plain[mode], saved[mode]
+                                stores[mode], timers[mode], flow, model, f"e{i}{tag}", plain[mode], saved[mode]
                             )
                         shares[mode].append(timers[mode].seconds / saved[mode][-1])
                 per_thread = len(stores["now"].list("e0"))  # checkpoints one thread wrote
@@ -513,7 +566,7 @@ def episode_ratios(
 def one_episode_pair(
     cp: Checkpointer,
     timer: CheckpointTimer,
-    url: str,
+    flow: Any,
     model: Any,
     thread_id: str,
     plain: list[float],
@@ -522,20 +575,22 @@ def one_episode_pair(
     """One episode without checkpoints, then one with ``cp`` as thread ``thread_id``, appending their
     wall times; ``timer.seconds`` is then the second one's time in the checkpoint path."""
     from stateflow import run
-    from tests.core.durable.flows import long_flow
 
     start = time.perf_counter()
-    run(long_flow(url), "T", models=model, telemetry=False)
+    run(flow, "T", models=model, telemetry=False)
     plain.append(time.perf_counter() - start)
     timer.seconds = 0.0
     with timer:
         start = time.perf_counter()
-        run(long_flow(url), "T", models=model, telemetry=False, checkpointer=cp, thread_id=thread_id)
+        run(flow, "T", models=model, telemetry=False, checkpointer=cp, thread_id=thread_id)
         saved.append(time.perf_counter() - start)
 
 
 def transition_costs(
-    backends: list[tuple[str, Callable[[], Checkpointer]]], repeats: int, baseline: Baseline | None = None
+    backends: list[tuple[str, Callable[[], Checkpointer]]],
+    repeats: int,
+    baseline: Baseline | None = None,
+    separate: bool = False,
 ) -> None:
     """Checkpoint cost of one episode, without the episode's noise: the run states one real episode
     saved, saved again through a ThreadJournal into each store (fastest of ``repeats`` threads),
@@ -545,13 +600,12 @@ def transition_costs(
     from stateflow import run
     from stateflow.checkpoint import MemoryCheckpointer as Memory
     from stateflow.fingerprint import flow_fingerprint
-    from stateflow.testing.fake_openai import FakeOpenAIServer
     from stateflow.threads import ThreadJournal
-    from tests.core.durable.flows import fake_profile, long_flow, responder
+    from tests.core.durable.flows import fake_profile, long_flow
 
     states: list[tuple[Any, str]] = []
-    with FakeOpenAIServer(responder) as server:
-        flow, model = long_flow(server.url), fake_profile(server.url)
+    with fake_server(separate) as url:
+        flow, model = long_flow(url), fake_profile(url)
         save = ThreadJournal.save
 
         def keep(journal: Any, state: Any, status: str) -> None:
@@ -597,6 +651,140 @@ def transition_costs(
                     cp.close()
             label = row_label(name, mode, baseline)
             print(f"{label:28} {best * 1e3:>13.2f} {best / len(states) * 1e3:>16.3f} {best / wall:>7.2%}")
+
+
+class PieceTimer:
+    """Nanoseconds spent in each piece of the checkpoint path, by wrapping the functions that make it
+    up (``perf_counter_ns``) for the duration of a ``with`` block. Pieces nest (``save`` holds
+    ``to_payload``, ``text`` and ``put``; a store's ``put`` holds ``encode_row`` and ``check``): the
+    table reports each piece's own time and the rest of its parent."""
+
+    #: (label, module path, owner attribute or None for a module-level function, function name)
+    PIECES = (
+        ("snapshot (copy vars/board/history)", "stateflow.episode", "Episode", "snapshot"),
+        ("save (the journal, whole)", "stateflow.threads", "ThreadJournal", "save"),
+        ("  to_payload (encode items)", "stateflow.run_state", "RunState", "to_payload"),
+        ("  encoder.text (value texts)", "stateflow.run_state", "PayloadEncoder", "text"),
+        ("  Checkpoint record", "stateflow.checkpoint.record", "Checkpoint", "__init__"),
+        ("  memory put", "stateflow.checkpoint.memory", "MemoryCheckpointer", "put"),
+        ("    check (fields)", "stateflow.checkpoint.record", "Checkpoint", "check"),
+        ("  sqlite put", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "put"),
+        ("    encode_row (delta body)", "stateflow.checkpoint.sqlite", None, "encode_row"),
+        ("    _given (writer cache)", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "_given"),
+    )
+
+    def __init__(self) -> None:
+        self.ns: dict[str, int] = {label: 0 for label, *_ in self.PIECES}
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> PieceTimer:
+        import importlib
+
+        for label, module_name, owner_name, name in self.PIECES:
+            module = importlib.import_module(module_name)
+            owner = module if owner_name is None else getattr(module, owner_name)
+            original = owner.__dict__[name] if owner_name is not None else getattr(module, name)
+            self._saved.append((owner, name, original))
+            setattr(owner, name, self._timed(label, original))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+    def _timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        ns, clock = self.ns, time.perf_counter_ns
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                ns[label] += clock() - start
+
+        return timed
+
+
+def piece_table(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int) -> None:
+    """ms per episode in each piece of the checkpoint path, over ``episodes`` checkpointed episodes
+    per backend (the fake server in a child process), and the episodes' median wall time."""
+    from stateflow import run
+    from tests.core.durable.flows import fake_profile, long_flow
+
+    print()
+    print(
+        f"pieces of the checkpoint path in-episode, ms per episode (mean of {episodes} episodes, "
+        "fake server in a child process)"
+    )
+    with fake_server(True) as url:
+        model = fake_profile(url)
+        flow = long_flow(url)  # once: building it is not part of an episode
+        run(flow, "T", models=model, telemetry=False)  # warm-up
+        for name, factory in backends:
+            cp = factory()
+            timer, walls = PieceTimer(), []
+            try:
+                with timer:
+                    for i in range(episodes):
+                        start = time.perf_counter()
+                        run(
+                            flow,
+                            "T",
+                            models=model,
+                            telemetry=False,
+                            checkpointer=cp,
+                            thread_id=f"p{i}",
+                        )
+                        walls.append(time.perf_counter() - start)
+            finally:
+                cp.close()
+            wall = statistics.median(walls)
+            print(f"{name} (episode {wall * 1e3:.1f} ms median, with the timers)")
+            for label, ms in ((label, n / episodes / 1e6) for label, n in timer.ns.items()):
+                if ms:
+                    print(f"  {label:38} {ms:>7.3f} ms  {ms / wall / 1e3:>7.2%}")
+
+
+SERVE_CHILD = """
+import sys
+from stateflow.testing.fake_openai import FakeOpenAIServer
+from tests.core.durable.flows import responder
+with FakeOpenAIServer(responder) as server:
+    print(server.url, flush=True)
+    sys.stdin.read()  # until the bench closes the pipe
+"""
+
+
+@contextmanager
+def fake_server(separate: bool) -> Iterator[str]:
+    """The durable tests' fake OpenAI-compatible server: its address, served from this process's
+    threads, or (``separate``) from a child process, as a real model endpoint is. In this process the
+    server's threads take the interpreter lock while the episode runs, which the checkpoint path's
+    timers then count as its own."""
+    import subprocess
+
+    if not separate:
+        from stateflow.testing.fake_openai import FakeOpenAIServer
+        from tests.core.durable.flows import responder
+
+        with FakeOpenAIServer(responder) as server:
+            yield server.url
+        return
+    root = Path(__file__).resolve().parents[1]
+    child = subprocess.Popen(
+        [sys.executable, "-c", SERVE_CHILD], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        url = child.stdout.readline().strip()
+        if not url.startswith("http://127.0.0.1:"):
+            raise RuntimeError(f"the fake server's child process did not start (it said {url!r})")
+        yield url
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
 
 
 @contextmanager
