@@ -74,8 +74,8 @@ def _two_state() -> Flow:
     return Flow("bench", initial=ask, transitions=[Transition(ask, done)])
 
 
-def _fake_profile(url: str) -> ModelProfile:
-    return ModelProfile(name="fake", model="m", base_url=url, api_key_env=None)
+def _fake_profile(url: str, client: str = "openai") -> ModelProfile:
+    return ModelProfile(name="fake", model="m", base_url=url, api_key_env=None, client=client)
 
 
 def _reply_done(model: str, messages: list, body: dict) -> str:
@@ -221,10 +221,10 @@ def _batch(
     return wall, cpu * 1000 / runs
 
 
-def bench_asyncio(runs: int, latency: float, reps: int = 5) -> dict[str, Any]:
+def bench_asyncio(runs: int, latency: float, reps: int = 5, client: str = "openai") -> dict[str, Any]:
     flow = _two_state()
     with _FakeProcess(_reply_done, latency) as srv, HttpClients() as http:
-        profile = _fake_profile(srv.url)
+        profile = _fake_profile(srv.url, client)
         run(flow, "warm-up", models=profile, http=http)
         peak = [0]
         stop = threading.Event()
@@ -464,6 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="local-small")
     ap.add_argument("--ttft-reps", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    # the HTTP client of the fake server's profile (ModelProfile.client) for --part asyncio
+    ap.add_argument("--client", default="openai", choices=["openai", "lean"])
     args = ap.parse_args(argv)
     report: dict[str, Any] = {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     parts = ["events", "asyncio", "serve"] if args.part == "all" else [args.part]
@@ -471,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         if part == "events":
             report["events"] = bench_events()
         elif part == "asyncio":
-            report["asyncio"] = bench_asyncio(args.runs, args.latency)
+            report["asyncio"] = bench_asyncio(args.runs, args.latency, client=args.client)
         elif part == "serve":
             report["serve"] = bench_serve(args.clients, args.requests)
         elif part == "ttft":
