@@ -149,8 +149,9 @@ class LeanChatClient:
         while True:
             try:
                 resp = self._http.post(self._url, json=body, headers=self._headers, timeout=self._timeout)
-            except (httpx.TimeoutException, httpx.ConnectError) as err:
-                # the profile's max_retries covers timeouts and refused connections too
+            except httpx.TransportError as err:
+                # as the openai client: any transport failure (timeout, refused or reset
+                # connection) is retried; found as resets with 50 runs opening connections at once
                 if attempt >= self._retries:
                     raise LLMError(f"{self._url}: {type(err).__name__} after {attempt + 1} attempts") from err
             else:
