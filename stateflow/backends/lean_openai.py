@@ -144,6 +144,9 @@ class LeanChatClient:
                 raise LLMError(f"{self._url}: a streamed request needs a stream_client")
             return self._stream.create(params)
         body = {k: v for k, v in params.items() if k not in _NOT_REQUEST}
+        # the openai client sends extra_body's fields at the body's top level (how a grammar,
+        # a repeat penalty or top_k reach the server); nested, a server would ignore them
+        body.update(body.pop("extra_body", None) or {})
         body.setdefault("model", self.config.get("model"))
         attempt = 0
         while True:

@@ -38,6 +38,14 @@ def test_a_normal_reply_with_its_usage_and_cost():
     assert reply.cost == pytest.approx((u.prompt_tokens * 1.0 + u.completion_tokens * 2.0) / 1000)
 
 
+def test_extra_body_fields_reach_the_server_at_the_top_level_as_with_the_openai_client():
+    # how a grammar or a repeat penalty reaches the embedded server (ModelProfile.extra_body)
+    with FakeOpenAIServer(lambda model, msgs, body: "ok") as srv, httpx.Client() as http:
+        _ask(_wrapper(srv.url, http, extra_body={"grammar": 'root ::= "ok"', "top_k": 20}), "x")
+    (sent,) = srv.requests
+    assert sent["grammar"] == 'root ::= "ok"' and sent["top_k"] == 20 and "extra_body" not in sent
+
+
 def test_a_tool_call_comes_back_as_a_message_with_tool_calls():
     def answer(model: str, msgs: list[dict[str, Any]], body: dict[str, Any]) -> Any:
         return {"tool_calls": [{"name": "lookup", "arguments": {"q": msgs[-1]["content"]}}]}
