@@ -215,8 +215,9 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
     stop = "complete"
     for r, n in enumerate(sizes):
         tasks = pool[:n]
+        rung_tasks = set(tasks)
         for c in survivors:
-            done = {x.task for x in records.get(c.key, []) if x.task in set(tasks)}
+            done = {x.task for x in records.get(c.key, []) if x.task in rung_tasks}
             measured = [x for rs in records.values() for x in rs]
             per_episode = (
                 sum(episode_cost(x, unit) for x in measured) / len(measured) if measured else space.budget.estimate()
@@ -238,7 +239,6 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
             )
             # the runner returns every record of the candidate's directory; a re-run search finds
             # there the tasks of rungs it went on to before, which must not count at this rung's cut
-            rung_tasks = set(tasks)
             records[c.key] = [x for x in summary.records if x.task in rung_tasks]
             results[c.key] = replace(_result(c, records[c.key], unit), rung=r)
             if summary.interrupted:
