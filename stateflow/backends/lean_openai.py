@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
@@ -23,6 +23,7 @@ from openai.types.chat.chat_completion import Choice
 from openai.types.chat.chat_completion_message_tool_call import ChatCompletionMessageToolCall, Function
 from openai.types.completion_usage import CompletionUsage
 
+from stateflow.backends.client_base import ChatCompletionClient
 from stateflow.errors import LLMError
 
 __all__ = ["LeanChatClient", "MalformedReplyError", "parse_chat_completion"]
@@ -114,7 +115,7 @@ def parse_chat_completion(body: Any, url: str) -> ChatCompletion:
     )
 
 
-class LeanChatClient:
+class LeanChatClient(ChatCompletionClient):
     """AutoGen ``ModelClient`` posting chat requests as plain JSON (non-streamed).
 
     Args:
@@ -122,8 +123,6 @@ class LeanChatClient:
         http_client: the shared ``httpx.Client`` (thread-safe).
         stream_client: the client that serves streamed requests (AutoGen's OpenAI client).
     """
-
-    RESPONSE_USAGE_KEYS: ClassVar[list[str]] = ["prompt_tokens", "completion_tokens", "total_tokens", "cost", "model"]
 
     def __init__(self, config: dict[str, Any], *, http_client: httpx.Client, stream_client: Any = None):
         self.config = config
@@ -135,7 +134,7 @@ class LeanChatClient:
         self._timeout = float(config.get("timeout") or 60.0)
         self._retries = int(config.get("max_retries", 2))
         price = config.get("price") or [0.0, 0.0]
-        self._price = (float(price[0]), float(price[1]))
+        super().__init__(price_per_1k=(float(price[0]), float(price[1])))
 
     def create(self, params: dict[str, Any]) -> ChatCompletion:
         """Send one chat request; retries timeouts, 408/409/429 and 5xx as the openai client does."""
@@ -174,22 +173,3 @@ class LeanChatClient:
     def message_retrieval(self, response: ChatCompletion) -> list[Any]:
         """The reply's messages: plain text, or the message object when it carries tool calls."""
         return [c.message if c.message.tool_calls else c.message.content for c in response.choices]
-
-    def cost(self, response: ChatCompletion) -> float:
-        """The reply's cost under the config's per-1k prices."""
-        u = response.usage
-        if u is None:
-            return 0.0
-        return (u.prompt_tokens * self._price[0] + u.completion_tokens * self._price[1]) / 1000
-
-    @staticmethod
-    def get_usage(response: ChatCompletion) -> dict[str, Any]:
-        """AutoGen's usage summary of one reply."""
-        u = response.usage
-        return {
-            "prompt_tokens": u.prompt_tokens if u else 0,
-            "completion_tokens": u.completion_tokens if u else 0,
-            "total_tokens": u.total_tokens if u else 0,
-            "cost": getattr(response, "cost", 0),
-            "model": response.model,
-        }
