@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from stateflow.blackboard import Blackboard
 from stateflow.checkpoint.payload_text import PayloadText
+from stateflow.checkpoint.tree_text import tree_dumper
 from stateflow.errors import CheckpointCorrupt, ConfigError
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.trace import Step, TransitionRecord
@@ -58,8 +59,8 @@ def _usage_to(u: Usage | None) -> dict[str, Any] | None:
         "prompt_tokens": u.prompt_tokens,
         "completion_tokens": u.completion_tokens,
         "cached_tokens": u.cached_tokens,
-        "cost": u.cost,
-        "latency_s": u.latency_s,
+        "cost": _number(u.cost),
+        "latency_s": _number(u.latency_s),
         "model": u.model,
         "profile": u.profile,
     }
@@ -100,9 +101,9 @@ def _step_to(s: Step, *, with_message: bool = True) -> dict[str, Any]:
         "output": s.output,
         "message": None if s.message is None or not with_message else _message_to(s.message),
         "usage": _usage_to(s.usage),
-        "latency_s": s.latency_s,
+        "latency_s": _number(s.latency_s),
         "detail": _plain(s.detail),
-        "started_at": s.started_at,
+        "started_at": _number(s.started_at),
     }
 
 
@@ -123,8 +124,10 @@ def _step_from(d: Mapping[str, Any]) -> Step:
 def _plain(value: Any) -> Any:
     """``value`` with tuples as lists and anything else non-JSON as its ``str`` (as traces show it)."""
     kind = type(value)  # exact types first: the ABC checks below cost more than the conversion
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
+    if kind is str or kind is int or kind is bool or value is None:
         return value
+    if kind is float:
+        return value if value - value == 0.0 else _NonFinite(value)
     if kind is dict:
         return {k if type(k) is str else str(k): _plain(v) for k, v in value.items()}
     if kind is list:
@@ -136,6 +139,20 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     return str(value)
+
+
+class _NonFinite(float):
+    """A NaN or an infinity in a tree the run's encoder builds. JSON has no such numbers: the
+    standard encoder refuses them (the checkpoint fails, naming them), orjson would write ``null``.
+    As a ``float`` subclass it takes the standard encoder's path in
+    :func:`stateflow.checkpoint.tree_text.tree_dumper`, and fails there as before."""
+
+    __slots__ = ()
+
+
+def _number(value: Any) -> Any:
+    """``value``, marked if it is a NaN or an infinity (see :class:`_NonFinite`)."""
+    return _NonFinite(value) if type(value) is float and value - value != 0.0 else value
 
 
 def _check_vars(vars: Mapping[str, Any]) -> None:
@@ -267,7 +284,9 @@ class PayloadEncoder:
         # canonical_json's settings, one encoder object for the run (json.dumps builds one per call)
         settings = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         self._dump = _tree_dumper(settings, circular=True)
-        self._dump_tree = _tree_dumper(settings)
+        # the trees this encoder builds itself (messages, steps, transitions, chat messages) are
+        # written by orjson, byte for byte the standard encoder's text (stateflow.checkpoint.tree_text)
+        self._dump_tree = tree_dumper(_tree_dumper(settings))
         self._orders: dict[tuple[str, ...], tuple[str, ...]] = {}  # keys -> the keys sorted
         self._history = _EncodedList()
         self._steps = _EncodedList()
