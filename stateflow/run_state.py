@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from stateflow.blackboard import Blackboard
 from stateflow.checkpoint.payload_text import PayloadText
-from stateflow.checkpoint.tree_text import tree_dumper
+from stateflow.checkpoint.tree_text import json_float, tree_dumper
 from stateflow.errors import CheckpointCorrupt, ConfigError
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.trace import Step, TransitionRecord
@@ -59,8 +59,8 @@ def _usage_to(u: Usage | None) -> dict[str, Any] | None:
         "prompt_tokens": u.prompt_tokens,
         "completion_tokens": u.completion_tokens,
         "cached_tokens": u.cached_tokens,
-        "cost": _number(u.cost),
-        "latency_s": _number(u.latency_s),
+        "cost": json_float(u.cost),
+        "latency_s": json_float(u.latency_s),
         "model": u.model,
         "profile": u.profile,
     }
@@ -101,9 +101,9 @@ def _step_to(s: Step, *, with_message: bool = True) -> dict[str, Any]:
         "output": s.output,
         "message": None if s.message is None or not with_message else _message_to(s.message),
         "usage": _usage_to(s.usage),
-        "latency_s": _number(s.latency_s),
+        "latency_s": json_float(s.latency_s),
         "detail": _plain(s.detail),
-        "started_at": _number(s.started_at),
+        "started_at": json_float(s.started_at),
     }
 
 
@@ -127,7 +127,7 @@ def _plain(value: Any) -> Any:
     if kind is str or kind is int or kind is bool or value is None:
         return value
     if kind is float:
-        return value if value - value == 0.0 else _NonFinite(value)
+        return json_float(value)  # a float orjson would write otherwise is marked for the standard encoder
     if kind is dict:
         return {k if type(k) is str else str(k): _plain(v) for k, v in value.items()}
     if kind is list:
@@ -139,20 +139,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     return str(value)
-
-
-class _NonFinite(float):
-    """A NaN or an infinity in a tree the run's encoder builds. JSON has no such numbers: the
-    standard encoder refuses them (the checkpoint fails, naming them), orjson would write ``null``.
-    As a ``float`` subclass it takes the standard encoder's path in
-    :func:`stateflow.checkpoint.tree_text.tree_dumper`, and fails there as before."""
-
-    __slots__ = ()
-
-
-def _number(value: Any) -> Any:
-    """``value``, marked if it is a NaN or an infinity (see :class:`_NonFinite`)."""
-    return _NonFinite(value) if type(value) is float and value - value != 0.0 else value
 
 
 def _check_vars(vars: Mapping[str, Any]) -> None:
@@ -414,9 +400,8 @@ class PayloadEncoder:
         at = None if step.message is None else self._history.index.get(id(step.message))
         if at is not None and self._history.sources[at] is step.message:
             head = self._dump_tree({**encoded, "message": _SLOT})
-            slot = self._dump(_SLOT)
-            if head.count(slot) == 1:  # else a field holds the slot's text: encode it all
-                return head.replace(slot, self._history.text_of(at, self._item_text))
+            if head.count(_SLOT_TEXT) == 1:  # else a field holds the slot's text: encode it all
+                return head.replace(_SLOT_TEXT, self._history.text_of(at, self._item_text))
         return self._dump_tree(encoded)
 
 
@@ -467,6 +452,9 @@ def _tree_dumper(settings: json.JSONEncoder, *, circular: bool = False) -> Calla
 
 _SLOT = "\x00message\x00"
 """Stands for a step's message in its text while the message's own text is spliced in."""
+
+_SLOT_TEXT = json.dumps(_SLOT, ensure_ascii=False)
+"""The slot's text in a step's text (where the message's text goes)."""
 
 _ATOMS = (str, int, float, bool, type(None))
 """Immutable JSON values: the same object always has the same text."""

@@ -136,9 +136,8 @@ def encode_row(
         # the new items' and changed values' texts as the run's encoder made them (not encoded again)
         delta_text = canonical_json(delta) if parts is None else parts.delta_text(given[0], delta)
         head = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
-        slot = canonical_json(_DELTA_SLOT)
-        if head.count(slot) == 1:  # else a field holds the slot's text: take the path below
-            return head.replace(slot, delta_text), Rebuild(given[1], delta_text)
+        if head.count(_DELTA_SLOT_TEXT) == 1:  # else a field holds the slot's text: take the path below
+            return head.replace(_DELTA_SLOT_TEXT, delta_text), Rebuild(given[1], delta_text)
     full = checkpoint.to_json()  # validates every field and the whole payload
     base = previous() if checkpoint.step % snapshot_every != 0 else None
     if base is not None:
@@ -154,6 +153,9 @@ def encode_row(
 
 _DELTA_SLOT = "\x00delta\x00"
 """Stands for the delta in a row encoded around the delta's own text."""
+
+_DELTA_SLOT_TEXT = canonical_json(_DELTA_SLOT)
+"""The slot's text in the row's text (where the delta's text goes)."""
 
 
 def _exposed(checkpoint: Checkpoint) -> Checkpoint:

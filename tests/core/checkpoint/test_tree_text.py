@@ -13,13 +13,14 @@ import json
 import math
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stateflow.checkpoint import Checkpoint, MemoryCheckpointer, ThreadStatus
 from stateflow.checkpoint.record import canonical_json
-from stateflow.checkpoint.tree_text import tree_dumper
+from stateflow.checkpoint.tree_text import json_float, tree_dumper
 from stateflow.messages import Kind, Message, Usage
 from stateflow.run_state import PayloadEncoder, RunState
 from stateflow.trace import Step
@@ -47,8 +48,24 @@ JSON_VALUES = st.recursive(
 @given(JSON_VALUES)
 @example({"cost": 2.5e-05, "latency_s": 1.2e-07, "big": 1e16, "n": 2**70})
 def test_orjson_text_is_the_standard_encoders_text_for_every_json_value(value: Any) -> None:
-    assert DUMP(value) == canonical_json(value)
-    assert json.loads(DUMP(value)) == value
+    marked = _marked(value)  # as the run's encoder builds its trees
+    assert DUMP(marked) == canonical_json(value)
+    assert json.loads(DUMP(marked)) == value
+
+
+def _marked(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _marked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_marked(v) for v in value]
+    return json_float(value)
+
+
+@pytest.mark.parametrize("number", [1e-05, 2.5e-07, -3e-9, 1e16, 1.5e22])
+def test_a_float_orjson_writes_otherwise_is_marked_and_written_by_the_standard_encoder(number: float) -> None:
+    if abs(number) < 1e-4:
+        assert orjson.dumps(number).decode() != canonical_json(number)  # why it is marked
+    assert DUMP({"x": json_float(number)}) == canonical_json({"x": number})
 
 
 def _nested(depth: int) -> Any:
@@ -150,4 +167,4 @@ def test_a_usual_message_tree_is_written_by_orjson_not_handed_back() -> None:
     message = {"role": "assistant", "content": "Thought: ok.\nAction: execute[SELECT 1]", "usage": None, "n": 0.25}
     assert dump(message) == canonical_json(message)
     assert handed_back == []
-    assert dump({"cost": 1e-05}) == canonical_json({"cost": 1e-05}) and len(handed_back) == 1
+    assert dump({"cost": json_float(1e-05)}) == canonical_json({"cost": 1e-05}) and len(handed_back) == 1
