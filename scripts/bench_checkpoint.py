@@ -671,7 +671,16 @@ class PieceTimer:
         ("  sqlite put", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "put"),
         ("    encode_row (delta body)", "stateflow.checkpoint.sqlite", None, "encode_row"),
         ("    _given (writer cache)", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "_given"),
+        # once per run, outside the checkpoint path (the rest of the extra wall time)
+        ("run: flow_fingerprint", "stateflow.runtime", None, "flow_fingerprint"),
+        ("run: memory latest (new thread?)", "stateflow.checkpoint.memory", "MemoryCheckpointer", "latest"),
+        ("run: sqlite latest (new thread?)", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "latest"),
+        ("run: memory claim (enter + exit)", "stateflow.checkpoint.memory", "MemoryCheckpointer", "claim"),
+        ("run: sqlite claim (enter + exit)", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "claim"),
     )
+
+    #: the pieces that are context managers (timed from entering to leaving, minus the block)
+    CONTEXTS = frozenset({"run: memory claim (enter + exit)", "run: sqlite claim (enter + exit)"})
 
     def __init__(self) -> None:
         self.ns: dict[str, int] = {label: 0 for label, *_ in self.PIECES}
@@ -685,7 +694,8 @@ class PieceTimer:
             owner = module if owner_name is None else getattr(module, owner_name)
             original = owner.__dict__[name] if owner_name is not None else getattr(module, name)
             self._saved.append((owner, name, original))
-            setattr(owner, name, self._timed(label, original))
+            timed = self._timed_context(label, original) if label in self.CONTEXTS else self._timed(label, original)
+            setattr(owner, name, timed)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -705,17 +715,35 @@ class PieceTimer:
 
         return timed
 
+    def _timed_context(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        ns, clock = self.ns, time.perf_counter_ns
+
+        @contextmanager
+        def timed(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            start = clock()
+            with fn(*args, **kwargs) as value:
+                ns[label] += clock() - start
+                try:
+                    yield value
+                finally:
+                    start = clock()
+            ns[label] += clock() - start
+
+        return timed
+
 
 def piece_table(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int) -> None:
-    """ms per episode in each piece of the checkpoint path, over ``episodes`` checkpointed episodes
-    per backend (the fake server in a child process), and the episodes' median wall time."""
+    """ms per episode in each piece of the checkpoint path, and in the work a run does once with a
+    checkpointer (claiming the thread, looking for its latest checkpoint, the flow's fingerprint),
+    over ``episodes`` checkpointed episodes per backend (the fake server in a child process), each
+    after an episode without checkpoints: what the extra wall time holds, and what it leaves."""
     from stateflow import run
     from tests.core.durable.flows import fake_profile, long_flow
 
     print()
     print(
         f"pieces of the checkpoint path in-episode, ms per episode (mean of {episodes} episodes, "
-        "fake server in a child process)"
+        "fake server in a child process; each after an episode without checkpoints)"
     )
     with fake_server(True) as url:
         model = fake_profile(url)
@@ -723,27 +751,37 @@ def piece_table(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes
         run(flow, "T", models=model, telemetry=False)  # warm-up
         for name, factory in backends:
             cp = factory()
-            timer, walls = PieceTimer(), []
+            timer, walls, plain = PieceTimer(), [], []
             try:
-                with timer:
+                with timer:  # the wrapped functions run only in checkpointed episodes
                     for i in range(episodes):
                         start = time.perf_counter()
-                        run(
-                            flow,
-                            "T",
-                            models=model,
-                            telemetry=False,
-                            checkpointer=cp,
-                            thread_id=f"p{i}",
-                        )
+                        run(flow, "T", models=model, telemetry=False)
+                        plain.append(time.perf_counter() - start)
+                        start = time.perf_counter()
+                        run(flow, "T", models=model, telemetry=False, checkpointer=cp, thread_id=f"p{i}")
                         walls.append(time.perf_counter() - start)
             finally:
                 cp.close()
-            wall = statistics.median(walls)
-            print(f"{name} (episode {wall * 1e3:.1f} ms median, with the timers)")
+            wall, without = statistics.median(walls), statistics.median(plain)
+            paired = [a - b for a, b in zip(walls, plain, strict=True)]  # each episode after its plain one
+            mean_extra = statistics.mean(paired)
+            error = statistics.stdev(paired) / len(paired) ** 0.5 if len(paired) > 1 else float("nan")
+            print(
+                f"{name} (episode {wall * 1e3:.1f} ms median with the timers, {without * 1e3:.1f} without "
+                f"checkpoints; extra wall time: difference of the medians {(wall - without) * 1e3:.2f} ms, "
+                f"paired mean {mean_extra * 1e3:.2f} ± {error * 1e3:.2f} ms (standard error), paired median "
+                f"{statistics.median(paired) * 1e3:.2f} ms)"
+            )
             for label, ms in ((label, n / episodes / 1e6) for label, n in timer.ns.items()):
                 if ms:
                     print(f"  {label:38} {ms:>7.3f} ms  {ms / wall / 1e3:>7.2%}")
+            top = ("snapshot", "save", "run:")
+            accounted = sum(n for label, n in timer.ns.items() if label.startswith(top)) / episodes / 1e6
+            print(
+                f"  {'accounted (snapshot + save + run:)':38} {accounted:>7.3f} ms; extra wall time not in them: "
+                f"{mean_extra * 1e3 - accounted:.3f} ms (mean)"
+            )
 
 
 SERVE_CHILD = """
