@@ -339,10 +339,10 @@ def sql_episode_sizes(tmp: Path) -> None:
 
 
 class Baseline:
-    """Another revision's run-state encoding, row encoding, memory store and SQLite ``put``, patched in
-    while a row runs.
+    """Another revision's run-state encoding, row encoding (with its deltas), memory store and SQLite
+    ``put``, patched in while a row runs.
 
-    The four modules are read from git (``git show REV:path``) and loaded under private names; they
+    The five modules are read from git (``git show REV:path``) and loaded under private names; they
     import everything else from this checkout, so only the encoding and the SQLite statements differ.
     """
 
@@ -365,6 +365,7 @@ class Baseline:
             "stateflow/checkpoint/rows.py",
             "stateflow/checkpoint/memory.py",
             "stateflow/checkpoint/sqlite.py",
+            "stateflow/checkpoint/delta.py",
         )
         for path in paths:
             text = subprocess.run(
@@ -379,7 +380,10 @@ class Baseline:
             sys.modules[name] = module  # dataclasses look their module up while the class is built
             spec.loader.exec_module(module)
             modules.append(module)
-        return cls(rev, *modules)
+        *kept, delta = modules
+        for name in ("identity_delta", "payload_delta", "apply_delta"):  # the revision's rows use its deltas
+            setattr(kept[1], name, getattr(delta, name))
+        return cls(rev, *kept)
 
     @contextmanager
     def patched(self) -> Iterator[None]:
