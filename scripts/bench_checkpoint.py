@@ -209,6 +209,14 @@ def main() -> None:
         help="also time each piece of the checkpoint path inside N episodes per backend (memory, SQLite "
         "sync=pauses; fake server in a child process): ms per episode for each piece",
     )
+    parser.add_argument(
+        "--gaps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also save one run's states again with a pause before each save (none, a 5 ms sleep, 5 ms of "
+        "unrelated work), fastest and median of N threads: what waiting for a model does to a checkpoint's cost",
+    )
     args = parser.parse_args()
     baseline = Baseline.load(args.baseline) if args.baseline else None
 
@@ -237,6 +245,8 @@ def main() -> None:
             transition_costs(backends, args.episodes, baseline, separate)
         if args.pieces:
             piece_table([b for b in backends if b[0] in ("memory", "sqlite (sync=pauses)")], args.pieces)
+        if args.gaps:
+            gap_table([b for b in backends if b[0] in ("memory", "sqlite (sync=pauses)")], args.gaps)
         print()
         print("bytes per thread: full copies, pure deltas (step 0 full), and what SQLite stores per snapshot_every")
         intervals = [1, 5, 10, 25]
@@ -588,6 +598,80 @@ def one_episode_pair(
         start = time.perf_counter()
         run(flow, "T", models=model, telemetry=False, checkpointer=cp, thread_id=thread_id)
         saved.append(time.perf_counter() - start)
+
+
+def captured_states(separate: bool) -> tuple[Any, list[tuple[Any, str]], float]:
+    """The flow, the run states one real episode saved (with their statuses), and the median wall
+    time of that episode without checkpoints."""
+    from stateflow import run
+    from stateflow.checkpoint import MemoryCheckpointer as Memory
+    from stateflow.threads import ThreadJournal
+    from tests.core.durable.flows import fake_profile, long_flow
+
+    states: list[tuple[Any, str]] = []
+    with fake_server(separate) as url:
+        flow, model = long_flow(url), fake_profile(url)
+        save = ThreadJournal.save
+
+        def keep(journal: Any, state: Any, status: str) -> None:
+            states.append((state, status))
+            save(journal, state, status)
+
+        ThreadJournal.save = keep  # type: ignore[method-assign]
+        try:
+            run(flow, "T", models=model, telemetry=False, checkpointer=Memory(), thread_id="capture")
+        finally:
+            ThreadJournal.save = save  # type: ignore[method-assign]
+        walls = []
+        for _ in range(7):
+            start = time.perf_counter()
+            run(flow, "T", models=model, telemetry=False)
+            walls.append(time.perf_counter() - start)
+    return flow, states, statistics.median(walls)
+
+
+def gap_table(backends: list[tuple[str, Callable[[], Checkpointer]]], repeats: int) -> None:
+    """The states of one run saved again, with nothing, a 5 ms sleep, or 5 ms of unrelated work before
+    each save (only the saves timed): inside an episode every checkpoint follows a wait for a model
+    reply, and this shows what such a wait alone does to the same work."""
+    import json
+
+    from stateflow.fingerprint import flow_fingerprint
+    from stateflow.threads import ThreadJournal
+
+    flow, states, _ = captured_states(True)
+    fingerprint = flow_fingerprint(flow)
+    junk = [{"n": list(range(50)), "s": "x" * 200} for _ in range(400)]
+
+    def busy() -> None:  # touches a few MB of other objects, about 5 ms here
+        json.loads(json.dumps(junk))
+
+    gaps: dict[str, Callable[[], None]] = {
+        "none": lambda: None,
+        "sleep 5 ms": lambda: time.sleep(0.005),
+        "5 ms of other work": busy,
+    }
+    print()
+    print(f"one run's {len(states)} states saved again, a pause before each save; ms per episode in the saves")
+    print(f"{'backend':22} {'before each save':20} {'fastest':>8} {'median':>8}")
+    for name, factory in backends:
+        times: dict[str, list[float]] = {g: [] for g in gaps}
+        cp = factory()
+        try:
+            for r in range(repeats):
+                for label, gap in gaps.items():  # interleaved, thread by thread
+                    journal = ThreadJournal(cp, f"gap{r}-{label}", flow, fingerprint, 0)
+                    spent = 0.0
+                    for state, status in states:
+                        gap()
+                        start = time.perf_counter()
+                        journal.save(state, status)
+                        spent += time.perf_counter() - start
+                    times[label].append(spent)
+        finally:
+            cp.close()
+        for label, spent in times.items():
+            print(f"{name:22} {label:20} {min(spent) * 1e3:>8.2f} {statistics.median(spent) * 1e3:>8.2f}")
 
 
 def transition_costs(
