@@ -52,6 +52,21 @@ episode 60-65 ms): memory 0.047 ms per checkpoint steady (0.76 %), 1.44 ms per e
 the ``INSERT`` and its commit about 1.65 ms. The in-episode targets are not met; the per-piece
 table is in docs/checkpoints.md.
 
+``--pieces N`` also times what a checkpointed run does once (the claim's enter and exit, ``latest``
+at its start, the flow's fingerprint) and runs an episode without checkpoints before each
+checkpointed one, printing the extra wall time three ways (difference of the medians, paired mean
+with its standard error, paired median) next to what the timed pieces account for. ``--gaps N``
+saves one run's states again with nothing, a 5 ms sleep or 5 ms of unrelated work before each save
+(only the saves timed): what waiting for a model alone does to a checkpoint's cost. Measured
+2026-11-28 10:24 UTC (``--episodes 0 --pieces 100 --gaps 20``, load average 2.4-2.6): the timed
+pieces (memory 1.68 ms per episode, SQLite 4.60, of which 0.1 and 0.5 once per run) account for
+the extra wall time within its noise (paired standard error about 3 ms over 100 pairs); a 5 ms
+sleep before each save makes the same saves 1.8-2.5x slower (memory 0.50 -> 1.13 ms, SQLite 1.41 ->
+2.58), the steady-to-in-episode factor. Fifth round (orjson writes the run encoder's own trees,
+byte for byte the standard encoder's text: stateflow/checkpoint/tree_text.py), measured
+RUNTIME UTC (``--baseline main --threads 1 --episodes 30 --no-postgres --no-sql --steps 10 --pieces
+30``, load average LOADAVG): FINALSUMMARY Details: docs/checkpoints.md, "Fifth round".
+
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
 
