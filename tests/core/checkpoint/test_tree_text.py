@@ -168,3 +168,16 @@ def test_a_usual_message_tree_is_written_by_orjson_not_handed_back() -> None:
     assert dump(message) == canonical_json(message)
     assert handed_back == []
     assert dump({"cost": json_float(1e-05)}) == canonical_json({"cost": 1e-05}) and len(handed_back) == 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(detail=st.dictionaries(TEXT, JSON_VALUES, max_size=4), meta=st.dictionaries(TEXT, JSON_VALUES, max_size=3))
+def test_a_run_states_text_from_the_encoder_is_its_canonical_json(detail: dict[str, Any], meta: dict[str, Any]) -> None:
+    usage = Usage(prompt_tokens=3, completion_tokens=1, cost=3e-06, latency_s=0.25)
+    message = Message("assistant", "a", "S", Kind.LLM, "é 1e5", usage, meta)  # type: ignore[arg-type]
+    step = Step(0, "S", "llm", message, usage, 1e-05, detail)
+    state = RunState(task="T", view="stateflow", state="S", history=[message], steps=[step])  # type: ignore[arg-type]
+    state.chat = [{"name": "a", "role": "assistant", "content": "x", "extra": detail}]
+    encoder = PayloadEncoder()
+    payload = state.to_payload(encoder)
+    assert encoder.text(payload).json() == canonical_json(state.to_payload())
