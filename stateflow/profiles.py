@@ -87,7 +87,7 @@ class _ProfileSchema(BaseModel):
     n_threads: int | None = Field(ge=1, le=1024)
     replicas: int | None = Field(ge=1, le=1024)
     seed: int | None = Field(ge=0)
-    client: Literal["openai", "lean"]
+    client: Literal["auto", "openai", "lean"]
 
     @field_validator("base_url")
     @classmethod
@@ -163,10 +163,14 @@ class ModelProfile:
             context (:mod:`stateflow.backends.local.replicas`); ``None``: the runner's default
             for its workers (:func:`stateflow.backends.local.defaults.local_replicas`), else 1.
             Each replica holds the model and its own prompt cache in RAM.
-        client: which HTTP client calls an OpenAI-compatible server: ``"openai"`` (AutoGen's,
-            through the ``openai`` library; the default) or ``"lean"``
+        client: which HTTP client calls an OpenAI-compatible server: ``"lean"``
             (:class:`~stateflow.backends.lean_openai.LeanChatClient`: plain JSON on the shared
-            pool, about half the CPU per call; streamed calls still use AutoGen's client).
+            pool, about half the CPU per call; streamed calls still use AutoGen's client),
+            ``"openai"`` (AutoGen's, through the ``openai`` library), or ``"auto"`` (the
+            default): ``"openai"`` for OpenAI's own API, ``"lean"`` for every other server. Why
+            OpenAI's own API keeps the ``openai`` library: it also sends the organisation and
+            project headers (``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID``) and its CPU per call is
+            small next to that API's latency. See :meth:`uses_lean_client`.
     """
 
     name: str
@@ -187,7 +191,7 @@ class ModelProfile:
     n_threads: int | None = None
     seed: int | None = None
     replicas: int | None = None
-    client: Literal["openai", "lean"] = "openai"
+    client: Literal["auto", "openai", "lean"] = "auto"
 
     def __post_init__(self) -> None:
         if self.provider not in _PROVIDERS:
@@ -220,6 +224,24 @@ class ModelProfile:
         # vLLM needs --enable-auto-tool-choice and llama.cpp a tool-aware template, so their
         # declared default is the Thought/Action text protocol (see backends.providers).
         return capabilities(self.provider).function_calling
+
+    def uses_lean_client(self) -> bool:
+        """Whether calls go through the lean client (``client``, with ``"auto"`` resolved).
+
+        Example:
+            >>> ModelProfile("p", "m", provider="vllm", base_url="http://127.0.0.1:8000/v1").uses_lean_client()
+            True
+            >>> ModelProfile("p", "gpt-4o-mini").uses_lean_client()
+            False
+        """
+        if self.client != "auto":
+            return self.client == "lean"
+        from urllib.parse import urlsplit
+
+        own_api = self.provider == "openai" and (
+            self.base_url is None or urlsplit(self.base_url).hostname == "api.openai.com"
+        )
+        return not own_api
 
     def api_key(self) -> str:
         """The API key read from ``api_key_env`` (a placeholder for servers that need none)."""

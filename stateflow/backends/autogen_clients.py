@@ -143,7 +143,7 @@ class LLMBackends:
         def build() -> OpenAIWrapper:
             # AutoGen's OpenAI client, except that a streamed reply keeps its cached-token count
             # (AutoGen's stream assembly drops it)
-            if profile.client == "lean":
+            if profile.uses_lean_client():
                 # plain JSON on the shared pool (half the CPU per call); streams go through
                 # AutoGen's client, which LeanChatClient is handed explicitly
                 http_client = entry.get("http_client") or httpx.Client(timeout=profile.timeout)
@@ -159,7 +159,9 @@ class LLMBackends:
             return build()
         # everything the client is built from: the connection settings, the key and the pool
         settings = json.dumps({k: v for k, v in entry.items() if k != "http_client"}, sort_keys=True, default=str)
-        return self.http.shared(("autogen-openai-wrapper", settings, id(entry.get("http_client"))), build)
+        # which client it wraps is part of the key: two profiles may differ in nothing else
+        key = ("autogen-openai-wrapper", settings, id(entry.get("http_client")), profile.uses_lean_client())
+        return self.http.shared(key, build)
 
     def request_fields(self, profile: ModelProfile, out: LLM, ctx: Context) -> dict[str, Any]:
         """Per-call request fields: the profile's sampling settings, the output function's stop

@@ -306,3 +306,37 @@ def test_a_timeout_fails_a_run_exactly_as_with_the_openai_client():
         failed[client] = _failed_type(err)
     # AutoGen turns the openai client's APITimeoutError into its own TimeoutError
     assert failed["lean"] == failed["openai"] == "TimeoutError"
+
+
+@pytest.mark.parametrize(
+    ("profile", "lean"),
+    [
+        ({"provider": "local", "local_model": "qwen2.5-coder-0.5b"}, True),
+        ({"provider": "llamacpp", "base_url": "http://127.0.0.1:9/v1"}, True),
+        ({"provider": "openai", "base_url": "http://127.0.0.1:9/v1"}, True),  # a compatible server
+        ({"provider": "openai"}, False),  # OpenAI's own API keeps the openai library
+        ({"provider": "openai", "base_url": "https://api.openai.com/v1"}, False),
+        ({"provider": "vllm", "base_url": "http://127.0.0.1:9/v1", "client": "openai"}, False),
+        ({"provider": "openai", "client": "lean"}, True),
+    ],
+)
+def test_the_auto_client_is_lean_except_on_openai_s_own_api(profile: dict[str, Any], lean: bool):
+    from stateflow import ModelProfile
+
+    assert ModelProfile(name="p", model="m", **profile).uses_lean_client() is lean
+
+
+def test_a_default_profile_on_a_compatible_server_calls_it_through_the_lean_client():
+    from stateflow import ModelProfile, run
+    from stateflow.backends.http import HttpClients
+
+    # one server and one shared pool for both runs: the profiles differ only in their client, so
+    # a wrapper shared by settings alone would serve the second run with the first one's client
+    with HttpClients() as http, _RawServer(json.dumps(_GOOD).encode()) as srv:
+        prof = ModelProfile(name="p", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
+        run(_flow(), "Task", models=prof, http=http)
+        run(_flow(), "Task", models=prof.with_overrides(client="openai"), http=http)
+    auto, openai_client = ({k.lower(): v for k, v in h.items()} for h in srv.seen)
+    # the openai library announces itself; the lean client sends httpx's plain headers
+    assert "x-stainless-lang" in openai_client
+    assert "x-stainless-lang" not in auto
