@@ -45,6 +45,7 @@ from typing import Any
 from stateflow.errors import RunCancelled
 from stateflow.events import Event
 from stateflow.flow import Flow
+from stateflow.run_threads import RunThreads
 from stateflow.trace import RunResult
 
 __all__ = ["arun", "astream", "astream_call", "stream", "stream_call"]
@@ -66,7 +67,7 @@ class _Run:
         self.cancelled = threading.Event()
         self.result: RunResult | None = None
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._main, name=f"stateflow-run-{id(self):x}", daemon=True)
+        self.thread: threading.Thread | None = None  # its own thread (None on a pooled thread)
 
     def _sink(self, event: Event) -> None:
         if self.cancelled.is_set():
@@ -81,7 +82,14 @@ class _Run:
         finally:
             self._deliver(_END)
 
-    def start(self) -> _Run:
+    def start(self, threads: RunThreads | None = None) -> _Run:
+        """Start on its own thread, or on an idle one of ``threads`` (see
+        :mod:`stateflow.run_threads`)."""
+        name = f"stateflow-run-{id(self):x}"
+        if threads is not None:
+            threads.submit(self._main, name=name)
+            return self
+        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
         self.thread.start()
         return self
 
@@ -101,6 +109,7 @@ def stream_call(call: Callable[[Callable[[Event], None]], RunResult]) -> Iterato
             yield item
     finally:
         run.cancelled.set()
+        assert run.thread is not None  # started on its own thread above
         run.thread.join()
     if run.error is not None:
         raise run.error
@@ -204,7 +213,10 @@ async def arun(flow: Flow, task: str, **kwargs: Any) -> RunResult:
         if item is _END:
             loop.call_soon_threadsafe(_settle, ended)
 
-    done = _Run(call, deliver).start()
+    # Runs that share pools share idle threads too (starting one per run was about a tenth of
+    # 50 awaited runs' CPU, scripts/bench_live.py).
+    http = kwargs.get("http")
+    done = _Run(call, deliver).start(http.shared(RunThreads, RunThreads) if http is not None else None)
     try:
         await asyncio.shield(ended)
     finally:
