@@ -22,9 +22,13 @@ What it measures (every ratio is against a baseline measured in the same process
   so the other runs build theirs) and ``warm_pool`` (the pools of an earlier batch: every run
   takes a prepared agent set, see stateflow.episode.pool); and ``warm_pool_events_to_loop``, the
   warm pool with each run's events handed to the event loop (``astream``, which is how ``arun``
-  read its result before it kept the events on the run's thread). Reported: medians, their ratio to
-  one ``arun``, the process CPU per run of each batch; then the same runs one after another
-  (``run``) and on one OS thread each, on the warm pools, as ratios to the warm batch; the peak
+  read its result before it kept the events on the run's thread); and ``warm_pool_baseline``,
+  warm shared pools as they were before 2026-11-28 (one httpcore connection pool per endpoint
+  instead of stateflow.backends.sharded_transport, a new OS thread per ``arun`` instead of
+  stateflow.run_threads), so the day's changes are measured against it in the same process.
+  Reported: medians, their ratio to one ``arun``, the process CPU per run of each batch; then
+  the same runs one after another (``run``) and on one OS thread each, on the warm pools, as
+  ratios to the warm batch, with their process CPU per run; the peak
   number of OS threads during an asyncio batch (``arun`` holds one thread per run in flight:
   AutoGen 0.14 has no asynchronous model client; see stateflow.live); the load average.
 * **serve**: ``stateflow serve``'s application under uvicorn on 127.0.0.1, the model the fake
@@ -36,9 +40,10 @@ What it measures (every ratio is against a baseline measured in the same process
   writes up to 48 tokens, with and without a grammar; each variant run ``--ttft-reps`` times
   alternately streamed (time to the first ``TokenDelta``) and not streamed (the reply's latency).
 
-``--client lean`` runs the asyncio part on ``ModelProfile(client="lean")`` (LeanChatClient). Last
-measured (load 0.8-1.1, two processes): warm pool 1.58x one ``arun`` at 3.59 ms CPU per run
-(lean) vs 1.85x at 4.76 ms (openai); see docs/live.md.
+``--client lean`` runs the asyncio part on ``ModelProfile(client="lean")`` (LeanChatClient).
+Last measured (2026-11-28, load 2.4-3.2, three runs): warm pool 1.31-1.56x one ``arun`` at
+1.6-2.8 ms CPU per run, against 1.52-1.71x at 2.6-3.9 ms for the baseline pools interleaved in
+the same process (lean); see docs/live.md.
 """
 
 from __future__ import annotations

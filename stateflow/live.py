@@ -10,9 +10,10 @@ event loop's default executor, because ``OpenAIWrapper`` has no asynchronous ``c
 chat speaker selection and reply functions are synchronous too. So every model call in flight
 holds an OS thread either way; a run's own thread costs the same and keeps the loop single.
 The threads wait on sockets, not on the CPU: 50 concurrent runs against a model with 200 ms
-latency finish in 1.6 to 2.2 times one run when they share pools (``http=``, which also lends
-them prepared agents: :mod:`stateflow.episode.pool`), in 3 to 4 times without; what remains is
-each run's CPU under the interpreter lock (``scripts/bench_live.py``, docs/live.md).
+latency finish in 1.3 to 1.6 times one run when they share pools (``http=``, which also lends
+them prepared agents, :mod:`stateflow.episode.pool`, and idle threads, :mod:`stateflow.run_threads`),
+in 3 to 4 times without; what remains is each run's CPU under the interpreter lock
+(``scripts/bench_live.py``, docs/live.md).
 
 Cancelling: when the consumer of :func:`stream` / :func:`astream` stops early (``break``,
 ``aclose``, a cancelled task, a disconnected HTTP client) or :func:`arun` is cancelled, the run
