@@ -9,15 +9,27 @@ shape of the (untrusted) reply itself and builds the ``ChatCompletion`` AutoGen 
 It is registered through AutoGen's custom-client hook (``model_client_cls`` plus
 ``OpenAIWrapper.register_model_client``) and is opt-in (see ``docs/live.md``). A streamed request
 is not handled here: it goes through ``stream_client`` (AutoGen's own client), given explicitly.
+
+Failures behave as the ``openai`` client's, so that code catching them (AutoGen's wrapper turns
+an ``APITimeoutError`` into its ``TimeoutError``; StateFlow names the profile and the error type)
+sees no difference: the same retries (transport errors, 408/409/429, 5xx, a server's
+``x-should-retry``), the same waits (a server's ``Retry-After`` up to two minutes, else
+exponential back-off) and the same exception types (``openai.RateLimitError``,
+``openai.AuthenticationError``, ..., ``openai.APIConnectionError``, ``openai.APITimeoutError``).
 """
 
 from __future__ import annotations
 
+import email.utils
+import json
+import math
 import random
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from openai.types.chat.chat_completion import Choice
 from openai.types.chat.chat_completion_message_tool_call import ChatCompletionMessageToolCall, Function
@@ -26,10 +38,26 @@ from openai.types.completion_usage import CompletionUsage
 from stateflow.backends.client_base import ChatCompletionClient
 from stateflow.errors import LLMError
 
-__all__ = ["LeanChatClient", "MalformedReplyError", "parse_chat_completion"]
+__all__ = ["MAX_RETRY_AFTER_S", "LeanChatClient", "MalformedReplyError", "parse_chat_completion", "retry_after_s"]
 
 # The statuses the openai client retries (timeouts, 408/409/429 and 5xx), matched here.
 _RETRY_STATUSES = frozenset({408, 409, 429})
+# The longest wait a server may ask for with Retry-After; a longer one is not waited for and the
+# error is raised at once (the openai client's limit: two minutes).
+MAX_RETRY_AFTER_S = 120.0
+# The exception the openai client raises for each status (5xx: InternalServerError; any other
+# status: APIStatusError), so that callers catch the same types on either client.
+_STATUS_ERRORS: dict[int, type[openai.APIStatusError]] = {
+    400: openai.BadRequestError,
+    401: openai.AuthenticationError,
+    403: openai.PermissionDeniedError,
+    404: openai.NotFoundError,
+    409: openai.ConflictError,
+    422: openai.UnprocessableEntityError,
+    429: openai.RateLimitError,
+}
+# How much of an error reply's text goes into the message (the server is not ours).
+_ERROR_TEXT_CHARS = 300
 # AutoGen config keys that are connection settings, not request fields.
 _NOT_REQUEST = frozenset({"model_client_cls", "api_key", "base_url", "timeout", "max_retries", "price", "http_client"})
 
@@ -115,6 +143,80 @@ def parse_chat_completion(body: Any, url: str) -> ChatCompletion:
     )
 
 
+def retry_after_s(headers: httpx.Headers) -> float | None:
+    """The wait in seconds a reply asks for, or ``None`` when it asks for none.
+
+    Read from ``retry-after-ms`` (milliseconds, sent by OpenAI), else ``retry-after`` as seconds
+    (a decimal is accepted) or as an HTTP date. An unreadable or non-finite value counts as none.
+    """
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        raw = headers.get(name)
+        if raw is None:
+            continue
+        try:
+            wait = float(raw) * scale
+        except ValueError:
+            wait = _seconds_until(raw) if name == "retry-after" else None
+        if wait is not None and math.isfinite(wait):
+            return wait
+    return None
+
+
+def _seconds_until(http_date: str) -> float | None:
+    try:
+        when = email.utils.parsedate_to_datetime(http_date)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP date is GMT by definition
+        when = when.replace(tzinfo=UTC)
+    return (when - datetime.now(UTC)).total_seconds()
+
+
+def _backoff_s(attempt: int) -> float:
+    """The openai client's back-off: 0.5 s doubling per retry, capped at 8 s, minus up to 25 % jitter."""
+    return min(0.5 * 2 ** (attempt - 1), 8.0) * (1 - 0.25 * random.random())
+
+
+def _retry_wait_s(resp: httpx.Response, attempt: int) -> float | None:
+    """How long to wait before retrying a failed status reply, or ``None``: do not retry."""
+    asked = retry_after_s(resp.headers)
+    if asked is not None and asked > MAX_RETRY_AFTER_S:
+        return None
+    hint = resp.headers.get("x-should-retry")
+    if hint == "false":
+        return None
+    if hint != "true" and not (resp.status_code in _RETRY_STATUSES or resp.status_code >= 500):
+        return None
+    return asked if asked is not None and asked > 0 else _backoff_s(attempt)
+
+
+def _status_error(resp: httpx.Response, url: str) -> openai.APIStatusError:
+    """The openai client's exception for an error status, its message naming the endpoint."""
+    text = resp.text.strip()
+    try:
+        body: Any = json.loads(text)
+    except ValueError:
+        body = text or None
+    code = resp.status_code
+    shown = text[:_ERROR_TEXT_CHARS] + ("..." if len(text) > _ERROR_TEXT_CHARS else "")
+    message = f"Error code: {code} - {shown} ({url})" if shown else f"Error code: {code} ({url})"
+    cls = _STATUS_ERRORS.get(code) or (openai.InternalServerError if code >= 500 else openai.APIStatusError)
+    return cls(message, response=resp, body=body.get("error", body) if isinstance(body, dict) else body)
+
+
+def _transport_error(err: httpx.TransportError, url: str, attempts: int) -> openai.APIConnectionError:
+    """The openai client's exception for a failed connection or a timeout."""
+    try:
+        request = err.request
+    except RuntimeError:  # httpx raises when the error carries no request
+        request = httpx.Request("POST", url)
+    if isinstance(err, httpx.TimeoutException):
+        return openai.APITimeoutError(request=request)
+    return openai.APIConnectionError(
+        message=f"{url}: {type(err).__name__} after {attempts} attempts: {err}", request=request
+    )
+
+
 class LeanChatClient(ChatCompletionClient):
     """AutoGen ``ModelClient`` posting chat requests as plain JSON (non-streamed).
 
@@ -137,7 +239,15 @@ class LeanChatClient(ChatCompletionClient):
         super().__init__(price_per_1k=(float(price[0]), float(price[1])))
 
     def create(self, params: dict[str, Any]) -> ChatCompletion:
-        """Send one chat request; retries timeouts, 408/409/429 and 5xx as the openai client does."""
+        """Send one chat request, retried as the openai client retries it.
+
+        Raises:
+            openai.APIStatusError: an error status after the retries (its subclass for the
+                status, e.g. ``openai.RateLimitError``), or at once when not retryable.
+            openai.APITimeoutError: the last attempt timed out.
+            openai.APIConnectionError: the last attempt could not connect or lost the connection.
+            MalformedReplyError: the reply is not a chat completion.
+        """
         if params.get("stream"):
             if self._stream is None:
                 raise LLMError(f"{self._url}: a streamed request needs a stream_client")
@@ -155,15 +265,16 @@ class LeanChatClient(ChatCompletionClient):
                 # as the openai client: any transport failure (timeout, refused or reset
                 # connection) is retried; found as resets with 50 runs opening connections at once
                 if attempt >= self._retries:
-                    raise LLMError(f"{self._url}: {type(err).__name__} after {attempt + 1} attempts") from err
+                    raise _transport_error(err, self._url, attempt + 1) from err
+                wait = _backoff_s(attempt + 1)
             else:
                 if resp.status_code < 300:
                     break
-                if not (resp.status_code in _RETRY_STATUSES or resp.status_code >= 500) or attempt >= self._retries:
-                    raise LLMError(f"{self._url}: HTTP {resp.status_code}: {resp.text[:300]}")
+                wait = _retry_wait_s(resp, attempt + 1) if attempt < self._retries else None
+                if wait is None:
+                    raise _status_error(resp, self._url)
             attempt += 1
-            # exponential back-off with jitter, as the openai client (0.5 s doubling, capped at 8 s)
-            time.sleep(min(0.5 * 2 ** (attempt - 1), 8.0) * (1 - 0.25 * random.random()))
+            time.sleep(wait)
         try:
             data = resp.json()
         except ValueError as err:
