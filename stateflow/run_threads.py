@@ -59,6 +59,8 @@ class _Worker:
                 fn()
             finally:
                 self.thread.name = IDLE_NAME
+                # An idle thread keeps no reference to its last run (or to that run's result).
+                job = fn = None  # type: ignore[assignment]
             with owner.lock:
                 owner.idle.append(self)
             try:

@@ -4,8 +4,10 @@ ends them when idle; arun on shared pools runs on them."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
+import weakref
 
 from stateflow import LLM, Flow, ModelProfile, Prompt, State, Transition
 from stateflow.backends.http import HttpClients
@@ -72,3 +74,18 @@ def test_awaited_runs_on_shared_pools_reuse_threads_and_leave_no_run_thread():
         assert threads.started == 4  # the second batch ran on the first batch's threads
     assert [r.history[0].content for r in first + second] == [f"a{i}" for i in range(4)] + [f"b{i}" for i in range(4)]
     assert _wait_until(lambda: not [t for t in threading.enumerate() if t.name.startswith("stateflow-run-")])
+
+
+def test_an_idle_thread_keeps_nothing_of_its_last_run():
+    class Result:
+        pass
+
+    threads = RunThreads()
+    result = Result()
+    kept = weakref.ref(result)
+    done = threading.Event()
+    threads.submit(lambda r=result: done.set(), name="stateflow-run-kept")
+    del result
+    assert done.wait(5) and _wait_until(lambda: len(threads.idle) == 1)
+    gc.collect()
+    assert kept() is None  # the waiting thread holds neither the job nor what it referenced
