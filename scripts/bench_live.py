@@ -41,9 +41,9 @@ What it measures (every ratio is against a baseline measured in the same process
   alternately streamed (time to the first ``TokenDelta``) and not streamed (the reply's latency).
 
 ``--client lean`` runs the asyncio part on ``ModelProfile(client="lean")`` (LeanChatClient).
-Last measured (2026-11-28, load 2.4-3.2, three runs): warm pool 1.31-1.56x one ``arun`` at
+Last measured (2026-11-28, four runs, load 1.2-3.2): warm pool 1.31-1.56x one ``arun`` at
 1.6-2.8 ms CPU per run, against 1.52-1.71x at 2.6-3.9 ms for the baseline pools interleaved in
-the same process (lean); see docs/live.md.
+the same process (lean; 1.34x against 1.59x at load 1.2-1.4); see docs/live.md.
 """
 
 from __future__ import annotations
