@@ -52,6 +52,25 @@ episode 60-65 ms): memory 0.047 ms per checkpoint steady (0.76 %), 1.44 ms per e
 the ``INSERT`` and its commit about 1.65 ms. The in-episode targets are not met; the per-piece
 table is in docs/checkpoints.md.
 
+``--pieces N`` also times what a checkpointed run does once (the claim's enter and exit, ``latest``
+at its start, the flow's fingerprint) and runs an episode without checkpoints before each
+checkpointed one, printing the extra wall time three ways (difference of the medians, paired mean
+with its standard error, paired median) next to what the timed pieces account for. ``--gaps N``
+saves one run's states again with nothing, a 5 ms sleep or 5 ms of unrelated work before each save
+(only the saves timed): what waiting for a model alone does to a checkpoint's cost. Measured
+2026-11-28 10:24 UTC (``--episodes 0 --pieces 100 --gaps 20``, load average 2.4-2.6): the timed
+pieces (memory 1.68 ms per episode, SQLite 4.60, of which 0.1 and 0.5 once per run) account for
+the extra wall time within its noise (paired standard error about 3 ms over 100 pairs); a 5 ms
+sleep before each save makes the same saves 1.8-2.5x slower (memory 0.50 -> 1.13 ms, SQLite 1.41 ->
+2.58), the steady-to-in-episode factor. Fifth round (orjson writes the run encoder's own trees,
+byte for byte the standard encoder's text: stateflow/checkpoint/tree_text.py), measured
+2026-11-28 10:30 UTC (``--baseline main --threads 1 --episodes 30 --no-postgres --no-sql --steps 10
+--pieces 30``, load average 1.2-2.5): memory 0.036 ms per checkpoint steady (0.048 at main; 0.59 %
+of a 61 ms episode), 1.42 ms per episode in-episode (1.65 at main); SQLite ``sync="pauses"`` 0.108
+ms steady (0.130 at main; 1.78 %), 3.64 ms in-episode (4.14 at main). The steady ratios meet the
+targets; in-episode (about 2.3 % and 5.8 % of a 63 ms episode) they still do not. Details:
+docs/checkpoints.md, "Fifth round".
+
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
 
@@ -209,6 +228,14 @@ def main() -> None:
         help="also time each piece of the checkpoint path inside N episodes per backend (memory, SQLite "
         "sync=pauses; fake server in a child process): ms per episode for each piece",
     )
+    parser.add_argument(
+        "--gaps",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also save one run's states again with a pause before each save (none, a 5 ms sleep, 5 ms of "
+        "unrelated work), fastest and median of N threads: what waiting for a model does to a checkpoint's cost",
+    )
     args = parser.parse_args()
     baseline = Baseline.load(args.baseline) if args.baseline else None
 
@@ -237,6 +264,8 @@ def main() -> None:
             transition_costs(backends, args.episodes, baseline, separate)
         if args.pieces:
             piece_table([b for b in backends if b[0] in ("memory", "sqlite (sync=pauses)")], args.pieces)
+        if args.gaps:
+            gap_table([b for b in backends if b[0] in ("memory", "sqlite (sync=pauses)")], args.gaps)
         print()
         print("bytes per thread: full copies, pure deltas (step 0 full), and what SQLite stores per snapshot_every")
         intervals = [1, 5, 10, 25]
@@ -339,10 +368,10 @@ def sql_episode_sizes(tmp: Path) -> None:
 
 
 class Baseline:
-    """Another revision's run-state encoding, row encoding, memory store and SQLite ``put``, patched in
-    while a row runs.
+    """Another revision's run-state encoding, row encoding (with its deltas), memory store and SQLite
+    ``put``, patched in while a row runs.
 
-    The four modules are read from git (``git show REV:path``) and loaded under private names; they
+    The five modules are read from git (``git show REV:path``) and loaded under private names; they
     import everything else from this checkout, so only the encoding and the SQLite statements differ.
     """
 
@@ -365,6 +394,7 @@ class Baseline:
             "stateflow/checkpoint/rows.py",
             "stateflow/checkpoint/memory.py",
             "stateflow/checkpoint/sqlite.py",
+            "stateflow/checkpoint/delta.py",
         )
         for path in paths:
             text = subprocess.run(
@@ -379,7 +409,10 @@ class Baseline:
             sys.modules[name] = module  # dataclasses look their module up while the class is built
             spec.loader.exec_module(module)
             modules.append(module)
-        return cls(rev, *modules)
+        *kept, delta = modules
+        for name in ("identity_delta", "payload_delta", "apply_delta"):  # the revision's rows use its deltas
+            setattr(kept[1], name, getattr(delta, name))
+        return cls(rev, *kept)
 
     @contextmanager
     def patched(self) -> Iterator[None]:
@@ -586,6 +619,80 @@ def one_episode_pair(
         saved.append(time.perf_counter() - start)
 
 
+def captured_states(separate: bool) -> tuple[Any, list[tuple[Any, str]], float]:
+    """The flow, the run states one real episode saved (with their statuses), and the median wall
+    time of that episode without checkpoints."""
+    from stateflow import run
+    from stateflow.checkpoint import MemoryCheckpointer as Memory
+    from stateflow.threads import ThreadJournal
+    from tests.core.durable.flows import fake_profile, long_flow
+
+    states: list[tuple[Any, str]] = []
+    with fake_server(separate) as url:
+        flow, model = long_flow(url), fake_profile(url)
+        save = ThreadJournal.save
+
+        def keep(journal: Any, state: Any, status: str) -> None:
+            states.append((state, status))
+            save(journal, state, status)
+
+        ThreadJournal.save = keep  # type: ignore[method-assign]
+        try:
+            run(flow, "T", models=model, telemetry=False, checkpointer=Memory(), thread_id="capture")
+        finally:
+            ThreadJournal.save = save  # type: ignore[method-assign]
+        walls = []
+        for _ in range(7):
+            start = time.perf_counter()
+            run(flow, "T", models=model, telemetry=False)
+            walls.append(time.perf_counter() - start)
+    return flow, states, statistics.median(walls)
+
+
+def gap_table(backends: list[tuple[str, Callable[[], Checkpointer]]], repeats: int) -> None:
+    """The states of one run saved again, with nothing, a 5 ms sleep, or 5 ms of unrelated work before
+    each save (only the saves timed): inside an episode every checkpoint follows a wait for a model
+    reply, and this shows what such a wait alone does to the same work."""
+    import json
+
+    from stateflow.fingerprint import flow_fingerprint
+    from stateflow.threads import ThreadJournal
+
+    flow, states, _ = captured_states(True)
+    fingerprint = flow_fingerprint(flow)
+    junk = [{"n": list(range(50)), "s": "x" * 200} for _ in range(400)]
+
+    def busy() -> None:  # touches a few MB of other objects, about 5 ms here
+        json.loads(json.dumps(junk))
+
+    gaps: dict[str, Callable[[], None]] = {
+        "none": lambda: None,
+        "sleep 5 ms": lambda: time.sleep(0.005),
+        "5 ms of other work": busy,
+    }
+    print()
+    print(f"one run's {len(states)} states saved again, a pause before each save; ms per episode in the saves")
+    print(f"{'backend':22} {'before each save':20} {'fastest':>8} {'median':>8}")
+    for name, factory in backends:
+        times: dict[str, list[float]] = {g: [] for g in gaps}
+        cp = factory()
+        try:
+            for r in range(repeats):
+                for label, gap in gaps.items():  # interleaved, thread by thread
+                    journal = ThreadJournal(cp, f"gap{r}-{label}", flow, fingerprint, 0)
+                    spent = 0.0
+                    for state, status in states:
+                        gap()
+                        start = time.perf_counter()
+                        journal.save(state, status)
+                        spent += time.perf_counter() - start
+                    times[label].append(spent)
+        finally:
+            cp.close()
+        for label, spent in times.items():
+            print(f"{name:22} {label:20} {min(spent) * 1e3:>8.2f} {statistics.median(spent) * 1e3:>8.2f}")
+
+
 def transition_costs(
     backends: list[tuple[str, Callable[[], Checkpointer]]],
     repeats: int,
@@ -671,7 +778,16 @@ class PieceTimer:
         ("  sqlite put", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "put"),
         ("    encode_row (delta body)", "stateflow.checkpoint.sqlite", None, "encode_row"),
         ("    _given (writer cache)", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "_given"),
+        # once per run, outside the checkpoint path (the rest of the extra wall time)
+        ("run: flow_fingerprint", "stateflow.runtime", None, "flow_fingerprint"),
+        ("run: memory latest (new thread?)", "stateflow.checkpoint.memory", "MemoryCheckpointer", "latest"),
+        ("run: sqlite latest (new thread?)", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "latest"),
+        ("run: memory claim (enter + exit)", "stateflow.checkpoint.memory", "MemoryCheckpointer", "claim"),
+        ("run: sqlite claim (enter + exit)", "stateflow.checkpoint.sqlite", "SQLiteCheckpointer", "claim"),
     )
+
+    #: the pieces that are context managers (timed from entering to leaving, minus the block)
+    CONTEXTS = frozenset({"run: memory claim (enter + exit)", "run: sqlite claim (enter + exit)"})
 
     def __init__(self) -> None:
         self.ns: dict[str, int] = {label: 0 for label, *_ in self.PIECES}
@@ -685,7 +801,8 @@ class PieceTimer:
             owner = module if owner_name is None else getattr(module, owner_name)
             original = owner.__dict__[name] if owner_name is not None else getattr(module, name)
             self._saved.append((owner, name, original))
-            setattr(owner, name, self._timed(label, original))
+            timed = self._timed_context(label, original) if label in self.CONTEXTS else self._timed(label, original)
+            setattr(owner, name, timed)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -705,17 +822,35 @@ class PieceTimer:
 
         return timed
 
+    def _timed_context(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        ns, clock = self.ns, time.perf_counter_ns
+
+        @contextmanager
+        def timed(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            start = clock()
+            with fn(*args, **kwargs) as value:
+                ns[label] += clock() - start
+                try:
+                    yield value
+                finally:
+                    start = clock()
+            ns[label] += clock() - start
+
+        return timed
+
 
 def piece_table(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes: int) -> None:
-    """ms per episode in each piece of the checkpoint path, over ``episodes`` checkpointed episodes
-    per backend (the fake server in a child process), and the episodes' median wall time."""
+    """ms per episode in each piece of the checkpoint path, and in the work a run does once with a
+    checkpointer (claiming the thread, looking for its latest checkpoint, the flow's fingerprint),
+    over ``episodes`` checkpointed episodes per backend (the fake server in a child process), each
+    after an episode without checkpoints: what the extra wall time holds, and what it leaves."""
     from stateflow import run
     from tests.core.durable.flows import fake_profile, long_flow
 
     print()
     print(
         f"pieces of the checkpoint path in-episode, ms per episode (mean of {episodes} episodes, "
-        "fake server in a child process)"
+        "fake server in a child process; each after an episode without checkpoints)"
     )
     with fake_server(True) as url:
         model = fake_profile(url)
@@ -723,27 +858,37 @@ def piece_table(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes
         run(flow, "T", models=model, telemetry=False)  # warm-up
         for name, factory in backends:
             cp = factory()
-            timer, walls = PieceTimer(), []
+            timer, walls, plain = PieceTimer(), [], []
             try:
-                with timer:
+                with timer:  # the wrapped functions run only in checkpointed episodes
                     for i in range(episodes):
                         start = time.perf_counter()
-                        run(
-                            flow,
-                            "T",
-                            models=model,
-                            telemetry=False,
-                            checkpointer=cp,
-                            thread_id=f"p{i}",
-                        )
+                        run(flow, "T", models=model, telemetry=False)
+                        plain.append(time.perf_counter() - start)
+                        start = time.perf_counter()
+                        run(flow, "T", models=model, telemetry=False, checkpointer=cp, thread_id=f"p{i}")
                         walls.append(time.perf_counter() - start)
             finally:
                 cp.close()
-            wall = statistics.median(walls)
-            print(f"{name} (episode {wall * 1e3:.1f} ms median, with the timers)")
+            wall, without = statistics.median(walls), statistics.median(plain)
+            paired = [a - b for a, b in zip(walls, plain, strict=True)]  # each episode after its plain one
+            mean_extra = statistics.mean(paired)
+            error = statistics.stdev(paired) / len(paired) ** 0.5 if len(paired) > 1 else float("nan")
+            print(
+                f"{name} (episode {wall * 1e3:.1f} ms median with the timers, {without * 1e3:.1f} without "
+                f"checkpoints; extra wall time: difference of the medians {(wall - without) * 1e3:.2f} ms, "
+                f"paired mean {mean_extra * 1e3:.2f} ± {error * 1e3:.2f} ms (standard error), paired median "
+                f"{statistics.median(paired) * 1e3:.2f} ms)"
+            )
             for label, ms in ((label, n / episodes / 1e6) for label, n in timer.ns.items()):
                 if ms:
                     print(f"  {label:38} {ms:>7.3f} ms  {ms / wall / 1e3:>7.2%}")
+            top = ("snapshot", "save", "run:")
+            accounted = sum(n for label, n in timer.ns.items() if label.startswith(top)) / episodes / 1e6
+            print(
+                f"  {'accounted (snapshot + save + run:)':38} {accounted:>7.3f} ms; extra wall time not in them: "
+                f"{mean_extra * 1e3 - accounted:.3f} ms (mean)"
+            )
 
 
 SERVE_CHILD = """

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from stateflow.blackboard import Blackboard
 from stateflow.checkpoint.payload_text import PayloadText
+from stateflow.checkpoint.tree_text import json_float, tree_dumper
 from stateflow.errors import CheckpointCorrupt, ConfigError
 from stateflow.messages import History, Kind, Message, Usage
 from stateflow.trace import Step, TransitionRecord
@@ -58,8 +59,8 @@ def _usage_to(u: Usage | None) -> dict[str, Any] | None:
         "prompt_tokens": u.prompt_tokens,
         "completion_tokens": u.completion_tokens,
         "cached_tokens": u.cached_tokens,
-        "cost": u.cost,
-        "latency_s": u.latency_s,
+        "cost": json_float(u.cost),
+        "latency_s": json_float(u.latency_s),
         "model": u.model,
         "profile": u.profile,
     }
@@ -100,9 +101,9 @@ def _step_to(s: Step, *, with_message: bool = True) -> dict[str, Any]:
         "output": s.output,
         "message": None if s.message is None or not with_message else _message_to(s.message),
         "usage": _usage_to(s.usage),
-        "latency_s": s.latency_s,
+        "latency_s": json_float(s.latency_s),
         "detail": _plain(s.detail),
-        "started_at": s.started_at,
+        "started_at": json_float(s.started_at),
     }
 
 
@@ -123,8 +124,10 @@ def _step_from(d: Mapping[str, Any]) -> Step:
 def _plain(value: Any) -> Any:
     """``value`` with tuples as lists and anything else non-JSON as its ``str`` (as traces show it)."""
     kind = type(value)  # exact types first: the ABC checks below cost more than the conversion
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
+    if kind is str or kind is int or kind is bool or value is None:
         return value
+    if kind is float:
+        return json_float(value)  # a float orjson would write otherwise is marked for the standard encoder
     if kind is dict:
         return {k if type(k) is str else str(k): _plain(v) for k, v in value.items()}
     if kind is list:
@@ -267,7 +270,9 @@ class PayloadEncoder:
         # canonical_json's settings, one encoder object for the run (json.dumps builds one per call)
         settings = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         self._dump = _tree_dumper(settings, circular=True)
-        self._dump_tree = _tree_dumper(settings)
+        # the trees this encoder builds itself (messages, steps, transitions, chat messages) are
+        # written by orjson, byte for byte the standard encoder's text (stateflow.checkpoint.tree_text)
+        self._dump_tree = tree_dumper(_tree_dumper(settings))
         self._orders: dict[tuple[str, ...], tuple[str, ...]] = {}  # keys -> the keys sorted
         self._history = _EncodedList()
         self._steps = _EncodedList()
@@ -395,9 +400,8 @@ class PayloadEncoder:
         at = None if step.message is None else self._history.index.get(id(step.message))
         if at is not None and self._history.sources[at] is step.message:
             head = self._dump_tree({**encoded, "message": _SLOT})
-            slot = self._dump(_SLOT)
-            if head.count(slot) == 1:  # else a field holds the slot's text: encode it all
-                return head.replace(slot, self._history.text_of(at, self._item_text))
+            if head.count(_SLOT_TEXT) == 1:  # else a field holds the slot's text: encode it all
+                return head.replace(_SLOT_TEXT, self._history.text_of(at, self._item_text))
         return self._dump_tree(encoded)
 
 
@@ -448,6 +452,9 @@ def _tree_dumper(settings: json.JSONEncoder, *, circular: bool = False) -> Calla
 
 _SLOT = "\x00message\x00"
 """Stands for a step's message in its text while the message's own text is spliced in."""
+
+_SLOT_TEXT = json.dumps(_SLOT, ensure_ascii=False)
+"""The slot's text in a step's text (where the message's text goes)."""
 
 _ATOMS = (str, int, float, bool, type(None))
 """Immutable JSON values: the same object always has the same text."""

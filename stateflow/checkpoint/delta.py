@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,7 +60,7 @@ def identity_delta(previous: Mapping[str, Any], current: Mapping[str, Any]) -> d
             isinstance(value, list)
             and isinstance(old, list)
             and len(old) <= len(value)
-            and all(a is b for a, b in zip(old, value, strict=False))
+            and all(map(operator.is_, old, value))  # at C speed (map stops at the shorter)
         ):
             if len(old) < len(value):
                 append[key] = value[len(old) :]

@@ -76,7 +76,7 @@ class PayloadText:
             '{"append":{'
             + ",".join(appended)
             + '},"drop":'
-            + canonical_json(list(delta["drop"]))
+            + (canonical_json(list(delta["drop"])) if delta["drop"] else "[]")  # a run's keys stay: none dropped
             + ',"set":{'
             + ",".join(changed)
             + "}}"
@@ -88,4 +88,7 @@ def _joined(part: Part) -> str:
 
 
 def _key(key: str) -> str:
+    # a payload's keys are ASCII identifiers ("history", "vars"...), whose JSON is the name in quotes
+    if type(key) is str and key.isascii() and key.isidentifier():
+        return '"' + key + '"'
     return json.dumps(key, ensure_ascii=False)

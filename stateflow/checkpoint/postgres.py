@@ -338,11 +338,14 @@ class PostgresCheckpointer:
                 with self._lock:
                     self._claims.pop(thread_id, None)
                 if not conn.broken:
-                    # Best effort: closing the connection below releases the lock anyway.
+                    # Best effort: closing the connection below releases the lock anyway, but only once
+                    # the server has ended the session (after close() returns: a claim right after this
+                    # one could still find it held), so it is released here first, synchronously.
                     with suppress(self._psycopg.Error):
                         conn.execute(
                             "DELETE FROM stateflow_claims WHERE thread_id = %s AND holder = %s", (thread_id, holder)
                         )
+                        conn.execute("SELECT pg_advisory_unlock(%s)", (got[1],))
         finally:
             conn.close()
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from stateflow.checkpoint.delta import apply_delta, identity_delta, payload_delta
 from stateflow.checkpoint.record import Checkpoint, canonical_json, load_json_text
+from stateflow.checkpoint.tree_text import json_float, tree_dumper
 from stateflow.errors import CheckpointCorrupt
 
 __all__ = ["DEFAULT_SNAPSHOT_EVERY", "PayloadCache", "Rebuild", "Stored", "decode_rows", "encode_row", "window_start"]
@@ -130,15 +131,14 @@ def encode_row(
     """
     if given is not None and checkpoint.has_text and checkpoint.step % snapshot_every != 0:
         checkpoint.check()  # every field; the payload is JSON by its writer's promise (its text is given)
-        record = {**checkpoint.to_dict(), "payload": _DELTA_SLOT}
+        record = {**checkpoint.to_dict(), "payload": _DELTA_SLOT, "created_at": json_float(checkpoint.created_at)}
         delta = identity_delta(given[0], checkpoint.payload)
         parts = checkpoint.payload_text
         # the new items' and changed values' texts as the run's encoder made them (not encoded again)
         delta_text = canonical_json(delta) if parts is None else parts.delta_text(given[0], delta)
-        head = canonical_json({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
-        slot = canonical_json(_DELTA_SLOT)
-        if head.count(slot) == 1:  # else a field holds the slot's text: take the path below
-            return head.replace(slot, delta_text), Rebuild(given[1], delta_text)
+        head = _dump_head({"format": "delta", "base_step": checkpoint.step - 1, "record": record})
+        if head.count(_DELTA_SLOT_TEXT) == 1:  # else a field holds the slot's text: take the path below
+            return head.replace(_DELTA_SLOT_TEXT, delta_text), Rebuild(given[1], delta_text)
     full = checkpoint.to_json()  # validates every field and the whole payload
     base = previous() if checkpoint.step % snapshot_every != 0 else None
     if base is not None:
@@ -154,6 +154,13 @@ def encode_row(
 
 _DELTA_SLOT = "\x00delta\x00"
 """Stands for the delta in a row encoded around the delta's own text."""
+
+_DELTA_SLOT_TEXT = canonical_json(_DELTA_SLOT)
+"""The slot's text in the row's text (where the delta's text goes)."""
+
+_dump_head = tree_dumper(canonical_json)
+"""``canonical_json`` of a delta row around its slot, written by orjson (the record's fields are
+checked plain values; its one float goes through ``json_float``)."""
 
 
 def _exposed(checkpoint: Checkpoint) -> Checkpoint:

@@ -329,10 +329,13 @@ class SQLiteCheckpointer:
     @contextmanager
     def claim(self, thread_id: str, owner: str) -> Iterator[None]:
         """See :meth:`stateflow.checkpoint.Checkpointer.claim` (a ``flock`` on a sidecar file)."""
-        self._claims_dir.mkdir(exist_ok=True)
         # Hashed name: a thread id may hold any character, a file name may not.
-        name = hashlib.sha256(thread_id.encode("utf-8")).hexdigest()[:32] + ".lock"
-        fd = os.open(self._claims_dir / name, os.O_RDWR | os.O_CREAT, 0o644)
+        path = self._claims_dir / (hashlib.sha256(thread_id.encode("utf-8")).hexdigest()[:32] + ".lock")
+        try:  # the directory is made by the first claim (or again, if someone removed it)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            self._claims_dir.mkdir(exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -185,3 +185,23 @@ def test_kill_9_at_random_moments_while_writing_never_damages_the_file(tmp_path:
         totals.append(sum(check_store(path).values()))
     # the writer made progress across the kills (each restart continued where the last one stopped)
     assert totals == sorted(totals) and totals[-1] > totals[0] > 0, totals
+
+
+def test_a_claim_makes_its_directory_again_if_it_was_removed_between_runs(tmp_path: Path) -> None:
+    import shutil
+
+    from stateflow.errors import ThreadBusy
+
+    cp = SQLiteCheckpointer(tmp_path / "c.db")
+    other = SQLiteCheckpointer(tmp_path / "c.db")
+    with cp.claim("t", "first"):
+        pass
+    shutil.rmtree(tmp_path / "c.db.claims")  # e.g. a clean-up between runs
+    with cp.claim("t", "second"):
+        assert (tmp_path / "c.db.claims").is_dir()
+        with pytest.raises(ThreadBusy, match="second"), other.claim("t", "third"):
+            pass
+    with other.claim("t", "third"):  # released at the end of the block
+        pass
+    cp.close()
+    other.close()
