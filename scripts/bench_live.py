@@ -22,9 +22,13 @@ What it measures (every ratio is against a baseline measured in the same process
   so the other runs build theirs) and ``warm_pool`` (the pools of an earlier batch: every run
   takes a prepared agent set, see stateflow.episode.pool); and ``warm_pool_events_to_loop``, the
   warm pool with each run's events handed to the event loop (``astream``, which is how ``arun``
-  read its result before it kept the events on the run's thread). Reported: medians, their ratio to
-  one ``arun``, the process CPU per run of each batch; then the same runs one after another
-  (``run``) and on one OS thread each, on the warm pools, as ratios to the warm batch; the peak
+  read its result before it kept the events on the run's thread); and ``warm_pool_baseline``,
+  warm shared pools as they were before 2026-11-28 (one httpcore connection pool per endpoint
+  instead of stateflow.backends.sharded_transport, a new OS thread per ``arun`` instead of
+  stateflow.run_threads), so the day's changes are measured against it in the same process.
+  Reported: medians, their ratio to one ``arun``, the process CPU per run of each batch; then
+  the same runs one after another (``run``) and on one OS thread each, on the warm pools, as
+  ratios to the warm batch, with their process CPU per run; the peak
   number of OS threads during an asyncio batch (``arun`` holds one thread per run in flight:
   AutoGen 0.14 has no asynchronous model client; see stateflow.live); the load average.
 * **serve**: ``stateflow serve``'s application under uvicorn on 127.0.0.1, the model the fake
@@ -36,9 +40,10 @@ What it measures (every ratio is against a baseline measured in the same process
   writes up to 48 tokens, with and without a grammar; each variant run ``--ttft-reps`` times
   alternately streamed (time to the first ``TokenDelta``) and not streamed (the reply's latency).
 
-``--client lean`` runs the asyncio part on ``ModelProfile(client="lean")`` (LeanChatClient). Last
-measured (load 0.8-1.1, two processes): warm pool 1.58x one ``arun`` at 3.59 ms CPU per run
-(lean) vs 1.85x at 4.76 ms (openai); see docs/live.md.
+``--client lean`` runs the asyncio part on ``ModelProfile(client="lean")`` (LeanChatClient).
+Last measured (2026-11-28, four runs, load 1.2-3.2): warm pool 1.31-1.56x one ``arun`` at
+1.6-2.8 ms CPU per run, against 1.52-1.71x at 2.6-3.9 ms for the baseline pools interleaved in
+the same process (lean; 1.34x against 1.59x at load 1.2-1.4); see docs/live.md.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ from stateflow.emitter import Emitter
 from stateflow.episode.pool import AgentPool
 from stateflow.events import RunFinished, StepRecorded, TokenDelta
 from stateflow.live import arun, astream
+from stateflow.run_threads import RunThreads
 from stateflow.testing.fake_openai import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,6 +206,24 @@ class _Unpooled(HttpClients):
         return build() if key is AgentPool else super().shared(key, build)
 
 
+class _NewThreads(RunThreads):
+    """A new thread for every run (how ``arun`` ran before runs on shared pools reused threads)."""
+
+    def submit(self, fn: Any, *, name: str) -> None:
+        threading.Thread(target=fn, name=name, daemon=True).start()
+
+
+class _Baseline(HttpClients):
+    """Shared pools as before 2026-11-28: one httpcore pool per endpoint (no ShardedTransport)
+    and a new thread per awaited run; the client and the agent pool are shared as usual."""
+
+    def _transport(self) -> dict[str, Any]:
+        return {"limits": self._limits}
+
+    def shared(self, key: Any, build: Any) -> Any:
+        return super().shared(key, _NewThreads if key is RunThreads else build)
+
+
 async def _via_astream(flow: Flow, task: str, **kwargs: Any) -> Any:
     """A run's result read from its ``astream`` events (how ``arun`` got it before it kept its
     events on the run's thread)."""
@@ -227,9 +251,11 @@ def _batch(
 
 def bench_asyncio(runs: int, latency: float, reps: int = 5, client: str = "openai") -> dict[str, Any]:
     flow = _two_state()
-    with _FakeProcess(_reply_done, latency) as srv, HttpClients() as http:
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    with _FakeProcess(_reply_done, latency) as srv, HttpClients() as http, _Baseline() as baseline:
         profile = _fake_profile(srv.url, client)
         run(flow, "warm-up", models=profile, http=http)
+        _batch(flow, profile, baseline, runs, "b")  # the baseline's warm agent sets and connections
         peak = [0]
         stop = threading.Event()
 
@@ -250,7 +276,14 @@ def bench_asyncio(runs: int, latency: float, reps: int = 5, client: str = "opena
         # a cold agent pool (new pools given one warm-up run: the client is built and one agent
         # set waits, so the other runs build theirs); the warm pool (every run finds a set).
         one: list[float] = []
-        kinds = ("unshared", "no_agent_pool", "cold_pool", "warm_pool", "warm_pool_events_to_loop")
+        kinds = (
+            "unshared",
+            "no_agent_pool",
+            "cold_pool",
+            "warm_pool",
+            "warm_pool_events_to_loop",
+            "warm_pool_baseline",
+        )
         walls: dict[str, list[float]] = {k: [] for k in kinds}
         cpus: dict[str, list[float]] = {k: [] for k in walls}
         for rep in range(reps):
@@ -267,25 +300,29 @@ def bench_asyncio(runs: int, latency: float, reps: int = 5, client: str = "opena
                     wall, cpu = _batch(flow, profile, pools, runs, f"{kind}{rep}-")
                 walls[kind].append(wall)
                 cpus[kind].append(cpu)
-            for kind, how in (("warm_pool", arun), ("warm_pool_events_to_loop", _via_astream)):
-                wall, cpu = _batch(flow, profile, http, runs, f"{kind}{rep}-", how)
+            for kind, pools, how in (
+                ("warm_pool", http, arun),
+                ("warm_pool_events_to_loop", http, _via_astream),
+                ("warm_pool_baseline", baseline, arun),
+            ):
+                wall, cpu = _batch(flow, profile, pools, runs, f"{kind}{rep}-", how)
                 walls[kind].append(wall)
                 cpus[kind].append(cpu)
 
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         for i in range(runs):
             run(flow, f"s{i}", models=profile, http=http)
-        t_seq = time.perf_counter() - t0
+        t_seq, cpu_seq = time.perf_counter() - t0, (time.process_time() - c0) * 1000 / runs
 
         out: list[Any] = []
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         threads = [threading.Thread(target=lambda i=i: out.append(run(flow, f"p{i}", models=profile, http=http)))
                    for i in range(runs)]  # fmt: skip
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        t_threads = time.perf_counter() - t0
+        t_threads, cpu_threads = time.perf_counter() - t0, (time.process_time() - c0) * 1000 / runs
         assert len(out) == runs
         pool = http.shared(AgentPool, AgentPool)
     t_one = statistics.median(one)
@@ -305,12 +342,15 @@ def bench_asyncio(runs: int, latency: float, reps: int = 5, client: str = "opena
         {
             "sequential_s": round(t_seq, 3),
             "threads_s": round(t_threads, 3),
+            "sequential_cpu_ms_per_run": round(cpu_seq, 2),
+            "threads_cpu_ms_per_run": round(cpu_threads, 2),
             "sequential_over_warm_asyncio": round(t_seq / warm, 1),
             "threads_over_warm_asyncio": round(t_threads / warm, 2),
             "agent_sets_built": pool.stats.built,
             "agent_sets_reused": pool.stats.reused,
             "os_threads_before": before,
             "os_threads_peak_during_asyncio": peak[0],
+            "load_average_before": load_before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
         }
     )

@@ -10,9 +10,10 @@ event loop's default executor, because ``OpenAIWrapper`` has no asynchronous ``c
 chat speaker selection and reply functions are synchronous too. So every model call in flight
 holds an OS thread either way; a run's own thread costs the same and keeps the loop single.
 The threads wait on sockets, not on the CPU: 50 concurrent runs against a model with 200 ms
-latency finish in 1.6 to 2.2 times one run when they share pools (``http=``, which also lends
-them prepared agents: :mod:`stateflow.episode.pool`), in 3 to 4 times without; what remains is
-each run's CPU under the interpreter lock (``scripts/bench_live.py``, docs/live.md).
+latency finish in 1.3 to 1.6 times one run when they share pools (``http=``, which also lends
+them prepared agents, :mod:`stateflow.episode.pool`, and idle threads, :mod:`stateflow.run_threads`),
+in 3 to 4 times without; what remains is each run's CPU under the interpreter lock
+(``scripts/bench_live.py``, docs/live.md).
 
 Cancelling: when the consumer of :func:`stream` / :func:`astream` stops early (``break``,
 ``aclose``, a cancelled task, a disconnected HTTP client) or :func:`arun` is cancelled, the run
@@ -45,6 +46,7 @@ from typing import Any
 from stateflow.errors import RunCancelled
 from stateflow.events import Event
 from stateflow.flow import Flow
+from stateflow.run_threads import RunThreads
 from stateflow.trace import RunResult
 
 __all__ = ["arun", "astream", "astream_call", "stream", "stream_call"]
@@ -66,7 +68,7 @@ class _Run:
         self.cancelled = threading.Event()
         self.result: RunResult | None = None
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._main, name=f"stateflow-run-{id(self):x}", daemon=True)
+        self.thread: threading.Thread | None = None  # its own thread (None on a pooled thread)
 
     def _sink(self, event: Event) -> None:
         if self.cancelled.is_set():
@@ -81,7 +83,14 @@ class _Run:
         finally:
             self._deliver(_END)
 
-    def start(self) -> _Run:
+    def start(self, threads: RunThreads | None = None) -> _Run:
+        """Start on its own thread, or on an idle one of ``threads`` (see
+        :mod:`stateflow.run_threads`)."""
+        name = f"stateflow-run-{id(self):x}"
+        if threads is not None:
+            threads.submit(self._main, name=name)
+            return self
+        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
         self.thread.start()
         return self
 
@@ -101,6 +110,7 @@ def stream_call(call: Callable[[Callable[[Event], None]], RunResult]) -> Iterato
             yield item
     finally:
         run.cancelled.set()
+        assert run.thread is not None  # started on its own thread above
         run.thread.join()
     if run.error is not None:
         raise run.error
@@ -204,7 +214,10 @@ async def arun(flow: Flow, task: str, **kwargs: Any) -> RunResult:
         if item is _END:
             loop.call_soon_threadsafe(_settle, ended)
 
-    done = _Run(call, deliver).start()
+    # Runs that share pools share idle threads too (starting one per run was about a tenth of
+    # 50 awaited runs' CPU, scripts/bench_live.py).
+    http = kwargs.get("http")
+    done = _Run(call, deliver).start(http.shared(RunThreads, RunThreads) if http is not None else None)
     try:
         await asyncio.shield(ended)
     finally:

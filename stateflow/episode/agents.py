@@ -148,6 +148,23 @@ def agents_key(flow: Flow, view: View) -> Hashable:
     return (id(flow), type(view), view.name, view.system_last, view.system_message(flow, None), per_state)
 
 
+class _SenderMeta(type):
+    def __instancecheck__(cls, sender: object) -> bool:
+        # StateFlow's agents are ConversableAgents: a plain class check first, AutoGen's Agent
+        # protocol (slow on Python 3.11) only for any other sender.
+        return sender is None or isinstance(sender, (ConversableAgent, Agent))  # checked in order
+
+
+class _AnySender(metaclass=_SenderMeta):
+    """A reply trigger that matches what ``[Agent, None]`` matches (any agent, or no sender).
+
+    AutoGen checks a reply function's trigger against the sender at every turn
+    (``ConversableAgent._match_trigger``). For the list ``[Agent, None]`` that costs two
+    ``isinstance`` checks against its ``Agent`` protocol, about 35 us per turn on Python 3.11;
+    a type trigger is one ``isinstance`` call, which this class answers with a class check.
+    """
+
+
 def _never_terminate(message: dict[str, Any]) -> bool:
     """The chat manager's termination check: the flow, not a message text, ends a run."""
     return False
@@ -188,9 +205,9 @@ def build_agents(ep: Episode) -> ChatAgents:
     quiet = {"llm_config": False, "human_input_mode": "NEVER", "code_execution_config": False}
     user = ConversableAgent(USER, **quiet)
     prompter = ConversableAgent(PROMPTER, **quiet)
-    prompter.register_reply([Agent, None], _answering(binding, replies.prompter_reply), position=0)
+    prompter.register_reply(_AnySender, _answering(binding, replies.prompter_reply), position=0)
     executor = ConversableAgent(EXECUTOR, **quiet)
-    executor.register_reply([Agent, None], _answering(binding, replies.tool_reply), position=0)
+    executor.register_reply(_AnySender, _answering(binding, replies.tool_reply), position=0)
     # Tools are registered in AutoGen's function map and invoked through it. Two different
     # tools may share a display name, so each Tool object gets its own key.
     tools: dict[str, Any] = {}
@@ -225,7 +242,7 @@ def build_agents(ep: Episode) -> ChatAgents:
                 raise ConfigError(f"state name {name!r} clashes with a built-in agent; rename the state")
             system = view.system_message(flow, st if name != ASSISTANT else None)
             agent = StateAgent(name, system, system_last=view.system_last)
-            agent.register_reply([Agent, None], _answering(binding, replies.llm_reply), position=0)
+            agent.register_reply(_AnySender, _answering(binding, replies.llm_reply), position=0)
             llm_agents[name] = agent
     # The user's own agents speak through bridges (the user's agent object is never modified).
     bridges: dict[str, ConversableAgent] = {}
@@ -240,12 +257,12 @@ def build_agents(ep: Episode) -> ChatAgents:
                 raise ConfigError(f"agent name {out.name!r} clashes with a built-in or state agent; rename it")
             if out.name not in bridges:
                 bridge = ConversableAgent(out.name, **quiet)
-                bridge.register_reply([Agent, None], _answering(binding, replies.agent_reply), position=0)
+                bridge.register_reply(_AnySender, _answering(binding, replies.agent_reply), position=0)
                 bridges[out.name] = bridge
     human: ConversableAgent | None = None
     if any(isinstance(o, Human) for st in flow.states.values() for o in view.emitted_outputs(st)):
         human = ConversableAgent(HUMAN, llm_config=False, human_input_mode="ALWAYS", code_execution_config=False)
-        human.register_reply([Agent, None], _answering(binding, replies.human_reply), position=0)
+        human.register_reply(_AnySender, _answering(binding, replies.human_reply), position=0)
     members: list[Agent] = [user, prompter, executor, *llm_agents.values()]
     members += [*bridges.values(), *([human] if human is not None else [])]
     # ep.select returns the next agent itself, which AutoGen takes as an override of its

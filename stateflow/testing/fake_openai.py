@@ -58,6 +58,11 @@ class _QuietServer(ThreadingHTTPServer):
     """A client that closes its keep-alive connection (or leaves mid-stream) is normal here: no
     traceback for it on stderr; any other handler error is still printed."""
 
+    # socketserver's listen backlog is 5: 50 clients connecting at once overflowed it (the kernel
+    # dropped their SYNs, retried after 1 s, or reset them). Model servers listen with a long
+    # backlog (uvicorn's is 2048), so the fake one does too.
+    request_queue_size = 128
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
 
