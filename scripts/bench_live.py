@@ -84,7 +84,7 @@ def _two_state() -> Flow:
     return Flow("bench", initial=ask, transitions=[Transition(ask, done)])
 
 
-def _fake_profile(url: str, client: str = "openai") -> ModelProfile:
+def _fake_profile(url: str, client: str = "auto") -> ModelProfile:
     return ModelProfile(name="fake", model="m", base_url=url, api_key_env=None, client=client)
 
 
@@ -116,9 +116,85 @@ class _FakeProcess:
     def __enter__(self) -> _FakeProcess:
         return self
 
+    def cpu_s(self) -> float:
+        """The server process's CPU seconds so far (user + system, from /proc)."""
+        fields = Path(f"/proc/{self._proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._proc.join(10)
+
+
+# -- the HTTP floor ------------------------------------------------------------------------------
+
+
+def bench_floor(runs: int, latency: float, reps: int = 5) -> dict[str, Any]:
+    """What 50 concurrent model calls cost with no flow at all: the floor under ``--part asyncio``.
+
+    The same chat request as a run's (system + user message) sent ``runs`` times at once, three
+    ways, interleaved ``reps`` times, each against one request alone: the lean client on one
+    thread per call (how ``arun`` sends them, on ``HttpClients``' shared pool), and
+    ``httpx.AsyncClient`` on the event loop (no threads: what an asynchronous model client would
+    give). Reported: medians, ratios to one call, process CPU per call.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stateflow.backends.lean_openai import LeanChatClient
+
+    params = {
+        "model": "m",
+        "messages": [{"role": "system", "content": "Answer."}, {"role": "user", "content": "q"}],
+        "temperature": 0.0,
+        "max_tokens": 512,
+    }
+    with _FakeProcess(_reply_done, latency) as srv, HttpClients() as http:
+        lean = LeanChatClient({"model": "m", "base_url": srv.url}, http_client=http.get(srv.url, 60.0))
+        url = srv.url + "/chat/completions"
+
+        def threads(n: int) -> None:
+            with ThreadPoolExecutor(n) as pool:
+                list(pool.map(lambda _: lean.create(dict(params)), range(n)))
+
+        async def on_loop(client: httpx.AsyncClient, n: int) -> None:
+            replies = await asyncio.gather(*[client.post(url, json=params) for _ in range(n)])
+            assert all(r.status_code == 200 for r in replies)
+
+        def timed(fn: Any) -> tuple[float, float]:
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            return time.perf_counter() - t0, time.process_time() - c0
+
+        served: list[float] = []  # the server's CPU per call of each threaded batch
+
+        rows: dict[str, list[tuple[float, float]]] = {"one": [], "threads": [], "async": []}
+        limits = httpx.Limits(max_connections=runs, max_keepalive_connections=runs)
+
+        async def loop_part(n: int) -> tuple[float, float]:
+            async with httpx.AsyncClient(limits=limits, timeout=60.0) as client:
+                await on_loop(client, n)  # warm the connections
+                c0, t0 = time.process_time(), time.perf_counter()
+                await on_loop(client, n)
+                return time.perf_counter() - t0, time.process_time() - c0
+
+        threads(runs)  # warm the shared pool's connections
+        for _ in range(reps):
+            rows["one"].append(timed(lambda: lean.create(dict(params))))
+            s0 = srv.cpu_s()
+            rows["threads"].append(timed(lambda: threads(runs)))
+            served.append((srv.cpu_s() - s0) * 1000 / runs)
+            rows["async"].append(asyncio.run(loop_part(runs)))
+    one = statistics.median(w for w, _ in rows["one"])
+    out: dict[str, Any] = {"runs": runs, "latency_s": latency, "one_call_s": round(one, 4)}
+    for kind in ("threads", "async"):
+        wall = statistics.median(w for w, _ in rows[kind])
+        cpu = statistics.median(c for _, c in rows[kind]) * 1000 / runs
+        out[kind] = {"wall_s": round(wall, 4), "ratio_to_one": round(wall / one, 2), "cpu_ms_per_call": round(cpu, 2)}
+    # the fake server is Python too: its own CPU per request, serialised under its interpreter
+    # lock, is part of the floor (50 x this, on the other core)
+    out["server_cpu_ms_per_call"] = round(statistics.median(served), 2)
+    out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    return out
 
 
 # -- events --------------------------------------------------------------------------------------
@@ -249,7 +325,7 @@ def _batch(
     return wall, cpu * 1000 / runs
 
 
-def bench_asyncio(runs: int, latency: float, reps: int = 5, client: str = "openai") -> dict[str, Any]:
+def bench_asyncio(runs: int, latency: float, reps: int = 5, client: str = "auto") -> dict[str, Any]:
     flow = _two_state()
     load_before = [round(x, 2) for x in os.getloadavg()]
     with _FakeProcess(_reply_done, latency) as srv, HttpClients() as http, _Baseline() as baseline:
@@ -500,7 +576,7 @@ def bench_ttft(model: str, reps: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", default="all", choices=["all", "events", "asyncio", "serve", "ttft"])
+    ap.add_argument("--part", default="all", choices=["all", "events", "asyncio", "floor", "serve", "ttft"])
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--clients", type=int, default=50)
@@ -509,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ttft-reps", type=int, default=5)
     ap.add_argument("--json", type=Path)
     # the HTTP client of the fake server's profile (ModelProfile.client) for --part asyncio
-    ap.add_argument("--client", default="openai", choices=["openai", "lean"])
+    ap.add_argument("--client", default="auto", choices=["auto", "openai", "lean"])
     args = ap.parse_args(argv)
     report: dict[str, Any] = {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in os.getloadavg()]}
     parts = ["events", "asyncio", "serve"] if args.part == "all" else [args.part]
@@ -518,6 +594,8 @@ def main(argv: list[str] | None = None) -> int:
             report["events"] = bench_events()
         elif part == "asyncio":
             report["asyncio"] = bench_asyncio(args.runs, args.latency, client=args.client)
+        elif part == "floor":
+            report["floor"] = bench_floor(args.runs, args.latency)
         elif part == "serve":
             report["serve"] = bench_serve(args.clients, args.requests)
         elif part == "ttft":
