@@ -3,7 +3,7 @@
 
 Usage::
 
-    .venv/bin/python scripts/bench_live.py [--part all|events|asyncio|serve|ttft] [--runs 50]
+    .venv/bin/python scripts/bench_live.py [--part all|events|asyncio|floor|serve|ttft] [--runs 50]
         [--latency 0.2] [--clients 50] [--requests 500] [--model local-small] [--json FILE]
     # the embedded-model part needs the shared model lock:
     flock /work/model.lock .venv/bin/python scripts/bench_live.py --part ttft
@@ -31,6 +31,10 @@ What it measures (every ratio is against a baseline measured in the same process
   ratios to the warm batch, with their process CPU per run; the peak
   number of OS threads during an asyncio batch (``arun`` holds one thread per run in flight:
   AutoGen 0.14 has no asynchronous model client; see stateflow.live); the load average.
+* **floor**: the same chat request sent ``--runs`` times at once with no flow at all, by the lean
+  client on a thread each (how ``arun`` sends them) and by ``httpx.AsyncClient`` on the event
+  loop, interleaved with one request alone; reported: ratios to one, process CPU per call, the
+  fake server's CPU per request. What ``asyncio`` cannot go below in one Python process.
 * **serve**: ``stateflow serve``'s application under uvicorn on 127.0.0.1, the model the fake
   server (no latency); ``--clients`` concurrent AG-UI clients (httpx, each reading its SSE stream
   to the end) post ``--requests`` runs on new threads in total. Reported: requests per second,
