@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import operator
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -27,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from stateflow.blackboard import Blackboard
-from stateflow.checkpoint.payload_text import PayloadText
+from stateflow.checkpoint.payload_text import ItemTexts, PayloadText
 from stateflow.checkpoint.tree_text import json_float, tree_dumper
 from stateflow.errors import CheckpointCorrupt, ConfigError
 from stateflow.messages import History, Kind, Message, Usage
@@ -195,14 +196,15 @@ def _record_from(d: Mapping[str, Any]) -> object:
 class _EncodedList:
     """One growing list's items and their encodings, kept between checkpoints of one run."""
 
-    __slots__ = ("encoded", "index", "last", "sources", "texts")
+    __slots__ = ("encoded", "index", "last", "segments", "sources")
 
     def __init__(self) -> None:
         self.sources: list[Any] = []
         self.encoded: list[Any] = []
-        self.texts: list[str | None] = []  # canonical JSON of each encoded item, once asked for
         self.last: list[Any] | None = None  # the list the last encode returned
         self.index: dict[int, int] = {}  # id(source) -> its position (sources are kept alive here)
+        # the canonical JSON of ``encoded[:segments.count]``, one segment per checkpoint that added items
+        self.segments: ItemTexts | None = None
 
     def encode(self, items: list[Any], encode: Any, same: Any) -> list[Any]:
         """``[encode(x) for x in items]``, reusing the encoding of every leading item that is
@@ -220,32 +222,33 @@ class _EncodedList:
             while keep < limit and same(items[keep], self.sources[keep]):
                 keep += 1
         if keep < len(self.sources):
-            del self.sources[keep:], self.encoded[keep:], self.texts[keep:]
+            del self.sources[keep:], self.encoded[keep:]
             self.index = {id(x): i for i, x in enumerate(self.sources)}
+            if self.segments is not None and self.segments.count > keep:
+                self.segments = None  # an item the texts hold was replaced: encode the list afresh
         for item in items[keep:]:
             self.index[id(item)] = len(self.sources)
             self.sources.append(item)
             self.encoded.append(encode(item))
-            self.texts.append(None)
         self.last = list(self.encoded)
         return self.last
 
-    def text_of(self, i: int, dump: Callable[[Any, Any], str]) -> str:
-        """Canonical JSON of item ``i`` (encoded once by ``dump(source, encoded)``)."""
-        text = self.texts[i]
-        if text is None:
-            text = self.texts[i] = dump(self.sources[i], self.encoded[i])
-        return text
+    def texts(self, dump: Callable[[Any], str]) -> ItemTexts:
+        """The canonical JSON of the list the last :meth:`encode` returned: the texts kept from
+        earlier checkpoints plus one segment for the items added since, encoded by one ``dump``
+        of them as a list (whose text without its brackets is the items' texts joined by ``,``).
 
-    def item_texts(self, dump: Callable[[Any, Any], str]) -> tuple[str, ...]:
-        """Canonical JSON of each item of the list the last :meth:`encode` returned (each item
-        encoded once by ``dump(source, encoded)``)."""
-        texts = self.texts
-        if None in texts:  # a C-speed scan; only the new items (and any text_of skipped) are left
-            for j, text in enumerate(texts):
-                if text is None:
-                    texts[j] = dump(self.sources[j], self.encoded[j])
-        return tuple(texts)  # type: ignore[arg-type]
+        Raises:
+            TypeError, ValueError: a new item is not JSON (``dump``'s error; nothing is kept).
+        """
+        last = self.last if self.last is not None else []
+        segments = self.segments
+        start = 0 if segments is None else segments.count
+        if segments is not None and start == len(last):
+            return segments
+        text = ",".join(map(dump, last[start:]))
+        segments = self.segments = ItemTexts(segments, text, len(last))
+        return segments
 
 
 class PayloadEncoder:
@@ -256,9 +259,10 @@ class PayloadEncoder:
     memory checkpointer's cost in scripts/bench_checkpoint.py). This keeps each list's encoded
     items: a message or step is reused when it is the *same object* as last time (they are
     frozen dataclasses), a chat message when it is *equal* (the episode copies those dicts).
-    A step's message is the history's message object, so its text is spliced into the step's
-    text instead of being encoded a second time. Values that rarely change (the task, the view,
-    the start time, the model assignment...) keep their text while they are the same object,
+    A step's encoding shares the history's dict of its message (the same object). The items a
+    checkpoint adds to a list are written as one text segment (one orjson call per list), which
+    later checkpoints share (:class:`~stateflow.checkpoint.payload_text.ItemTexts`). Values that
+    rarely change (the task, the view, the start time, the model assignment...) keep their text while they are the same object,
     and ``vars`` and the blackboard are encoded once per checkpoint (checked key by key only when
     that fails, to name the culprit).
     The result is identical to :meth:`RunState.to_payload` without an encoder; the encoded items
@@ -372,7 +376,7 @@ class PayloadEncoder:
         order = self._orders.get(keys)
         if order is None:  # the keys' order, once per set of keys
             order = self._orders[keys] = tuple(sorted(keys))
-        parts: list[tuple[str, str | tuple[str, ...]]] = []
+        parts: list[tuple[str, str | ItemTexts]] = []
         for key in order:
             value = payload[key]
             known = texts.get(key)
@@ -381,10 +385,12 @@ class PayloadEncoder:
                 continue
             cached = lists.get(id(value))
             if cached is not None and cached.last is value:
-                parts.append((key, cached.item_texts(self._step_text if cached is self._steps else self._item_text)))
+                parts.append((key, cached.texts(self._dump_tree)))
                 continue
             pre = given.get(id(value))
-            text = pre[1] if pre is not None and pre[0] is value else self._dump(value)
+            text = pre[1] if pre is not None and pre[0] is value else _atom_text(value)
+            if text is None:
+                text = self._dump(value)
             texts[key] = (value, text)
             parts.append((key, text))
         return PayloadText(tuple(parts))
@@ -392,17 +398,26 @@ class PayloadEncoder:
     def _model_value(self) -> Any:
         return None if self._models is None else self._models[1]
 
-    def _item_text(self, source: Any, encoded: Any) -> str:
-        return self._dump_tree(encoded)
 
-    def _step_text(self, step: Step, encoded: dict[str, Any]) -> str:
-        """A step's text, with its message's text taken from the history's (the same object)."""
-        at = None if step.message is None else self._history.index.get(id(step.message))
-        if at is not None and self._history.sources[at] is step.message:
-            head = self._dump_tree({**encoded, "message": _SLOT})
-            if head.count(_SLOT_TEXT) == 1:  # else a field holds the slot's text: encode it all
-                return head.replace(_SLOT_TEXT, self._history.text_of(at, self._item_text))
-        return self._dump_tree(encoded)
+def _atom_text(value: Any) -> str | None:
+    """The canonical JSON of a ``str``, ``int``, ``bool``, ``None`` or finite ``float`` (exact
+    types), written as the standard C encoder writes it, without its per-call set-up (about 1 µs,
+    several times the work for a state's name or a step count); ``None`` for any other value."""
+    kind = type(value)
+    if kind is str:
+        return _encode_str(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is float and math.isfinite(value):
+        return float.__repr__(value)
+    return None
+
+
+_encode_str = json.encoder.encode_basestring  # ensure_ascii=False: the function the C encoder is given
 
 
 def _tree_dumper(settings: json.JSONEncoder, *, circular: bool = False) -> Callable[[Any], str]:
@@ -449,12 +464,6 @@ def _tree_dumper(settings: json.JSONEncoder, *, circular: bool = False) -> Calla
 
     return dump
 
-
-_SLOT = "\x00message\x00"
-"""Stands for a step's message in its text while the message's own text is spliced in."""
-
-_SLOT_TEXT = json.dumps(_SLOT, ensure_ascii=False)
-"""The slot's text in a step's text (where the message's text goes)."""
 
 _ATOMS = (str, int, float, bool, type(None))
 """Immutable JSON values: the same object always has the same text."""

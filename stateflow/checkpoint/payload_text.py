@@ -9,8 +9,10 @@ parts instead: a store that writes a delta row takes the new items' texts from i
 (:meth:`PayloadText.delta_text`), and the whole text is joined only by a store that needs it
 (:meth:`PayloadText.json`).
 
-Every part is a ``str`` (or a tuple of them): a ``PayloadText`` never changes after it is made,
-so a store may keep it as the stored form of its payload.
+Every part is a ``str``, a tuple of them, or an :class:`ItemTexts` (a growing list's items as
+segments, one per checkpoint that added items, each segment shared by the later checkpoints): a
+``PayloadText`` never changes after it is made, so a store may keep it as the stored form of its
+payload.
 """
 
 from __future__ import annotations
@@ -21,10 +23,54 @@ from typing import Any
 
 from stateflow.checkpoint.record import canonical_json
 
-__all__ = ["PayloadText"]
+__all__ = ["ItemTexts", "PayloadText"]
 
-Part = str | tuple[str, ...]
-"""The canonical JSON of one value, or of each item of a list value."""
+
+class ItemTexts:
+    """The canonical JSON of a list's items, as the segments successive checkpoints added.
+
+    A run's lists only grow, so the items a checkpoint adds are encoded once, as one segment (the
+    items' texts joined by commas), and the next checkpoint's list is that segment plus its own:
+    nothing is copied or encoded again per checkpoint, and a list of ``n`` items is joined only
+    when a reader needs its text.
+
+    Args:
+        prefix: the segments of the items before these (``None`` for the first items).
+        text: the new items' texts joined by ``,`` (empty if there are none).
+        count: how many items the list has with this segment.
+
+    Example:
+        >>> first = ItemTexts(None, '"a"', 1)
+        >>> ItemTexts(first, '"b","c"', 3).json(), ItemTexts(first, '"b","c"', 3).after(1)
+        ('["a","b","c"]', '"b","c"')
+    """
+
+    __slots__ = ("count", "prefix", "text")
+
+    def __init__(self, prefix: ItemTexts | None, text: str, count: int):
+        self.prefix, self.text, self.count = prefix, text, count
+
+    def after(self, start: int) -> str | None:
+        """The items from index ``start`` on, their texts joined by ``,``; ``None`` if ``start`` is
+        not where a segment begins (the caller then encodes those items itself)."""
+        texts: list[str] = []
+        segment: ItemTexts | None = self
+        while segment is not None and segment.count > start:
+            if segment.text:
+                texts.append(segment.text)
+            segment = segment.prefix
+        if (0 if segment is None else segment.count) != start:
+            return None
+        texts.reverse()
+        return ",".join(texts)
+
+    def json(self) -> str:
+        """The whole list's canonical JSON."""
+        return "[" + (self.after(0) or "") + "]"
+
+
+Part = str | tuple[str, ...] | ItemTexts
+"""The canonical JSON of one value, of each item of a list value, or of a list's segments."""
 
 
 class PayloadText:
@@ -63,8 +109,11 @@ class PayloadText:
         appended = []
         for key in sorted(delta["append"]):
             part = self._parts.get(key)
+            tail = part.after(len(previous[key])) if type(part) is ItemTexts else None
             if type(part) is tuple:
                 items = "[" + ",".join(part[len(previous[key]) :]) + "]"
+            elif tail is not None:  # the previous checkpoint ended where a segment begins (the usual case)
+                items = "[" + tail + "]"
             else:  # not kept item by item: encode the items
                 items = canonical_json(delta["append"][key])
             appended.append(_key(key) + ":" + items)
@@ -84,7 +133,11 @@ class PayloadText:
 
 
 def _joined(part: Part) -> str:
-    return part if type(part) is str else "[" + ",".join(part) + "]"
+    if type(part) is str:
+        return part
+    if type(part) is ItemTexts:
+        return part.json()
+    return "[" + ",".join(part) + "]"
 
 
 def _key(key: str) -> str:
