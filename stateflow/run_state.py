@@ -235,8 +235,9 @@ class _EncodedList:
 
     def texts(self, dump: Callable[[Any], str]) -> ItemTexts:
         """The canonical JSON of the list the last :meth:`encode` returned: the texts kept from
-        earlier checkpoints plus one segment for the items added since, encoded by one ``dump``
-        of them as a list (whose text without its brackets is the items' texts joined by ``,``).
+        earlier checkpoints plus one segment for the items added since (each written by ``dump``;
+        one item at a time, so an item the standard encoder must write does not take the others
+        with it).
 
         Raises:
             TypeError, ValueError: a new item is not JSON (``dump``'s error; nothing is kept).
@@ -260,11 +261,11 @@ class PayloadEncoder:
     items: a message or step is reused when it is the *same object* as last time (they are
     frozen dataclasses), a chat message when it is *equal* (the episode copies those dicts).
     A step's encoding shares the history's dict of its message (the same object). The items a
-    checkpoint adds to a list are written as one text segment (one orjson call per list), which
-    later checkpoints share (:class:`~stateflow.checkpoint.payload_text.ItemTexts`). Values that
-    rarely change (the task, the view, the start time, the model assignment...) keep their text while they are the same object,
-    and ``vars`` and the blackboard are encoded once per checkpoint (checked key by key only when
-    that fails, to name the culprit).
+    checkpoint adds to a list are written once, as one text segment that later checkpoints share
+    (:class:`~stateflow.checkpoint.payload_text.ItemTexts`). Values that rarely change (the task,
+    the view, the start time, the model assignment...) keep their text while they are the same
+    object, and ``vars`` and the blackboard are encoded once per checkpoint (checked key by key
+    only when that fails, to name the culprit).
     The result is identical to :meth:`RunState.to_payload` without an encoder; the encoded items
     are shared between successive payloads, which checkpointers only read (they store JSON text).
     One encoder serves one run (a :class:`~stateflow.threads.ThreadJournal` holds it).
