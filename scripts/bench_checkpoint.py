@@ -71,6 +71,13 @@ ms steady (0.130 at main; 1.78 %), 3.64 ms in-episode (4.14 at main). The steady
 targets; in-episode (about 2.3 % and 5.8 % of a 63 ms episode) they still do not. Details:
 docs/checkpoints.md, "Fifth round".
 
+``--floor N`` (sixth round) runs the ``--pieces`` table for the memory store as it is and as an
+unsafe floor (no payload text, so no validation; ``put`` only appends the record), twice each,
+alternated: what any memory store that keeps ``to_payload``'s copy costs at least. Measured
+2026-11-28 (load average 1.6-1.8, episodes 67-71 ms): the checkpoint path 1.21-1.28 ms per episode
+as it is, 0.83-0.97 ms at the floor (1.2-1.4 %): deferring the text cannot reach the 1 % target.
+Details: docs/checkpoints.md, "Sixth round".
+
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
 (tests/core/checkpoint/pg_server.py; needs scripts/setup_postgres.sh); ``--no-postgres`` skips it.
 
@@ -236,6 +243,15 @@ def main() -> None:
         help="also save one run's states again with a pause before each save (none, a 5 ms sleep, 5 ms of "
         "unrelated work), fastest and median of N threads: what waiting for a model does to a checkpoint's cost",
     )
+    parser.add_argument(
+        "--floor",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run the --pieces table for the memory store twice each way, alternated: as it is, and as an "
+        "unsafe floor (no payload text, put only appends the record): what any store that keeps to_payload's "
+        "copy would cost at least",
+    )
     args = parser.parse_args()
     baseline = Baseline.load(args.baseline) if args.baseline else None
 
@@ -264,6 +280,8 @@ def main() -> None:
             transition_costs(backends, args.episodes, baseline, separate)
         if args.pieces:
             piece_table([b for b in backends if b[0] in ("memory", "sqlite (sync=pauses)")], args.pieces)
+        if args.floor:
+            floor_table(args.floor)
         if args.gaps:
             gap_table([b for b in backends if b[0] in ("memory", "sqlite (sync=pauses)")], args.gaps)
         print()
@@ -889,6 +907,38 @@ def piece_table(backends: list[tuple[str, Callable[[], Checkpointer]]], episodes
                 f"  {'accounted (snapshot + save + run:)':38} {accounted:>7.3f} ms; extra wall time not in them: "
                 f"{mean_extra * 1e3 - accounted:.3f} ms (mean)"
             )
+
+
+@contextmanager
+def unsafe_floor() -> Iterator[None]:
+    """The memory store reduced to what no lazy design can avoid: the run's copy (``to_payload``)
+    and the record, with no payload text (so no validation) and a ``put`` that only appends. Not a
+    store: for :func:`floor_table` only."""
+    from stateflow.run_state import PayloadEncoder
+
+    text, put, latest = PayloadEncoder.text, MemoryCheckpointer.put, MemoryCheckpointer.latest
+
+    def appended(store: Any, checkpoint: Checkpoint) -> None:
+        with store._lock:
+            store._rows.setdefault(checkpoint.thread_id, []).append(checkpoint)
+
+    PayloadEncoder.text = lambda encoder, payload: None  # type: ignore[assignment,method-assign,return-value]
+    MemoryCheckpointer.put = appended  # type: ignore[method-assign]
+    MemoryCheckpointer.latest = lambda store, thread_id: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        PayloadEncoder.text, MemoryCheckpointer.put, MemoryCheckpointer.latest = text, put, latest  # type: ignore[method-assign]
+
+
+def floor_table(episodes: int) -> None:
+    """The ``--pieces`` table for the memory store as it is and for :func:`unsafe_floor`, twice
+    each, alternated (``episodes`` checkpointed episodes per table)."""
+    from contextlib import nullcontext
+
+    for name in ("memory", "memory floor (unsafe)", "memory", "memory floor (unsafe)"):
+        with unsafe_floor() if "floor" in name else nullcontext():
+            piece_table([(name, MemoryCheckpointer)], episodes)
 
 
 SERVE_CHILD = """
