@@ -74,8 +74,9 @@ docs/checkpoints.md, "Fifth round".
 ``--floor N`` (sixth round) runs the ``--pieces`` table for the memory store as it is and as an
 unsafe floor (no payload text, so no validation; ``put`` only appends the record), twice each,
 alternated: what any memory store that keeps ``to_payload``'s copy costs at least. Measured
-2026-11-28 (load average 1.6-1.8, episodes 67-71 ms): the checkpoint path 1.21-1.28 ms per episode
-as it is, 0.83-0.97 ms at the floor (1.2-1.4 %): deferring the text cannot reach the 1 % target.
+2026-11-28 11:28 UTC (with ``--baseline main --threads 1 --episodes 30 --no-postgres --no-sql --steps 10
+--pieces 30``, load average 0.0-0.8, episodes 63-65 ms): the checkpoint path 1.43-1.49 ms per episode
+as it is (2.3 %), 0.83-0.85 ms at the floor (1.3 %): deferring the text cannot reach the 1 % target.
 Details: docs/checkpoints.md, "Sixth round".
 
 PostgreSQL: ``--postgres DSN``, or by default a throwaway server started from the test helpers
