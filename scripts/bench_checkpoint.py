@@ -638,9 +638,9 @@ def one_episode_pair(
         saved.append(time.perf_counter() - start)
 
 
-def captured_states(separate: bool) -> tuple[Any, list[tuple[Any, str]], float]:
+def captured_states(separate: bool, walls: int = 7) -> tuple[Any, list[tuple[Any, str]], float]:
     """The flow, the run states one real episode saved (with their statuses), and the median wall
-    time of that episode without checkpoints."""
+    time of that episode without checkpoints (over ``walls`` episodes)."""
     from stateflow import run
     from stateflow.checkpoint import MemoryCheckpointer as Memory
     from stateflow.threads import ThreadJournal
@@ -660,12 +660,12 @@ def captured_states(separate: bool) -> tuple[Any, list[tuple[Any, str]], float]:
             run(flow, "T", models=model, telemetry=False, checkpointer=Memory(), thread_id="capture")
         finally:
             ThreadJournal.save = save  # type: ignore[method-assign]
-        walls = []
-        for _ in range(7):
+        times = []
+        for _ in range(walls):
             start = time.perf_counter()
             run(flow, "T", models=model, telemetry=False)
-            walls.append(time.perf_counter() - start)
-    return flow, states, statistics.median(walls)
+            times.append(time.perf_counter() - start)
+    return flow, states, statistics.median(times)
 
 
 def gap_table(backends: list[tuple[str, Callable[[], Checkpointer]]], repeats: int) -> None:
@@ -723,32 +723,10 @@ def transition_costs(
     before and after, over the median wall time of that episode without checkpoints."""
     from contextlib import nullcontext
 
-    from stateflow import run
-    from stateflow.checkpoint import MemoryCheckpointer as Memory
     from stateflow.fingerprint import flow_fingerprint
     from stateflow.threads import ThreadJournal
-    from tests.core.durable.flows import fake_profile, long_flow
 
-    states: list[tuple[Any, str]] = []
-    with fake_server(separate) as url:
-        flow, model = long_flow(url), fake_profile(url)
-        save = ThreadJournal.save
-
-        def keep(journal: Any, state: Any, status: str) -> None:
-            states.append((state, status))
-            save(journal, state, status)
-
-        ThreadJournal.save = keep  # type: ignore[method-assign]
-        try:
-            run(flow, "T", models=model, telemetry=False, checkpointer=Memory(), thread_id="capture")
-        finally:
-            ThreadJournal.save = save  # type: ignore[method-assign]
-        walls = []
-        for _ in range(max(5, repeats)):
-            start = time.perf_counter()
-            run(flow, "T", models=model, telemetry=False)
-            walls.append(time.perf_counter() - start)
-    wall = statistics.median(walls)
+    flow, states, wall = captured_states(separate, walls=max(5, repeats))
     fingerprint = flow_fingerprint(flow)
     print()
     print(
