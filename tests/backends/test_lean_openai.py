@@ -76,43 +76,11 @@ def test_failures_beyond_max_retries_raise_the_openai_error_naming_the_endpoint(
     assert srv.url in str(info.value) and info.value.status_code == 503
 
 
-class _RawServer:
-    """A loopback server answering every POST with a fixed body; keeps the headers it saw."""
-
-    def __init__(self, body: bytes):
-        seen: list[dict[str, str]] = []
-        self.seen = seen
-
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                seen.append(dict(self.headers))
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self._srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}/v1"
-        threading.Thread(target=self._srv.serve_forever, daemon=True).start()
-
-    def __enter__(self) -> _RawServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._srv.shutdown()
-        self._srv.server_close()
-
-
 _GOOD = {"id": "c1", "model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]}
 
 
 def test_the_api_key_is_sent_as_a_bearer_header():
-    with _RawServer(json.dumps(_GOOD).encode()) as srv, httpx.Client() as http:
+    with _answering(json.dumps(_GOOD).encode()) as srv, httpx.Client() as http:
         _ask(_wrapper(srv.url, http), "x")
     assert srv.seen[0]["Authorization"] == "Bearer sk-test"
 
@@ -126,7 +94,7 @@ def test_the_api_key_is_sent_as_a_bearer_header():
     ],
 )
 def test_a_malformed_reply_gives_one_clear_error_naming_the_endpoint(body: bytes, problem: str):
-    with _RawServer(body) as srv, httpx.Client() as http, pytest.raises(MalformedReplyError, match=problem) as info:
+    with _answering(body) as srv, httpx.Client() as http, pytest.raises(MalformedReplyError, match=problem) as info:
         _ask(_wrapper(srv.url, http), "x")
     assert srv.url in str(info.value)
 
@@ -176,13 +144,19 @@ def test_many_aruns_at_once_on_the_lean_client_each_keep_their_own_transcript():
         assert step.message.content == f"reply to {i}" and step.usage.prompt_tokens > 0
 
 
+def _answering(body: bytes) -> _ScriptedServer:
+    """A server answering every POST with ``body`` (status 200)."""
+    return _ScriptedServer([(200, {}, body, 0.0)])
+
+
 class _ScriptedServer:
     """A loopback server answering POSTs from a script of (status, headers, body, delay_s); the
-    last entry answers every later request. Keeps each request's arrival time."""
+    last entry answers every later request. Keeps each request's arrival time and headers."""
 
     def __init__(self, script: list[tuple[int, dict[str, str], bytes, float]]):
         self.arrivals: list[float] = []
-        arrivals, lock = self.arrivals, threading.Lock()
+        self.seen: list[dict[str, str]] = []
+        arrivals, seen, lock = self.arrivals, self.seen, threading.Lock()
 
         class H(BaseHTTPRequestHandler):
             def log_message(self, *a: Any) -> None:
@@ -192,6 +166,7 @@ class _ScriptedServer:
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with lock:
                     arrivals.append(time.monotonic())
+                    seen.append(dict(self.headers))
                     status, headers, body, delay = script[min(len(arrivals), len(script)) - 1]
                 time.sleep(delay)
                 self.send_response(status)
@@ -332,7 +307,7 @@ def test_a_default_profile_on_a_compatible_server_calls_it_through_the_lean_clie
 
     # one server and one shared pool for both runs: the profiles differ only in their client, so
     # a wrapper shared by settings alone would serve the second run with the first one's client
-    with HttpClients() as http, _RawServer(json.dumps(_GOOD).encode()) as srv:
+    with HttpClients() as http, _answering(json.dumps(_GOOD).encode()) as srv:
         prof = ModelProfile(name="p", model="m", provider="llamacpp", base_url=srv.url, api_key_env=None)
         run(_flow(), "Task", models=prof, http=http)
         run(_flow(), "Task", models=prof.with_overrides(client="openai"), http=http)
