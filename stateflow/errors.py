@@ -31,6 +31,8 @@ __all__ = [
     "ThreadBusy",
     "ThreadNotFound",
     "ToolError",
+    "redact_dsn",
+    "redact_secrets",
 ]
 
 
@@ -384,7 +386,10 @@ def redact_dsn(dsn: str) -> str:
         'host=/tmp dbname=runs password=***'
     """
     if "://" in dsn:
-        parts = urlsplit(dsn)
+        try:
+            parts = urlsplit(dsn)
+        except ValueError:  # malformed (e.g. "[::1" without "]"): mask by pattern, never echo it whole
+            return redact_secrets(dsn)
         netloc = parts.netloc
         if "@" in netloc:
             userinfo, host = netloc.rsplit("@", 1)
@@ -394,6 +399,30 @@ def redact_dsn(dsn: str) -> str:
         query = _PASSWORD_KV.sub(r"\1***", parts.query.replace("&", " ")).replace(" ", "&")
         return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
     return _PASSWORD_KV.sub(r"\1***", dsn)
+
+
+# "scheme://user:secret@" anywhere in a text (a URL inside a driver's message, even a malformed one)
+_URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@'\"]*):[^\s@'\"]*@", re.IGNORECASE)
+# an Authorization header's credentials, and OpenAI-style secret keys
+_BEARER = re.compile(r"(\bBearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+_API_KEY = re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with the secrets a message can carry masked: URL passwords, ``password=`` values,
+    bearer tokens and ``sk-`` API keys. The command line passes every message it prints through
+    it, so a driver error that quotes a connection string never prints a password.
+
+    Example:
+        >>> redact_secrets('invalid URI: "postgresql://alice:s3cret@[::1/db"')
+        'invalid URI: "postgresql://alice:***@[::1/db"'
+        >>> redact_secrets("host=h password=pw user=u")
+        'host=h password=*** user=u'
+    """
+    text = _URL_USERINFO.sub(r"\1:***@", text)
+    text = _PASSWORD_KV.sub(r"\1***", text)
+    text = _BEARER.sub(r"\1***", text)
+    return _API_KEY.sub("sk-***", text)
 
 
 class CheckpointStoreUnavailable(CheckpointError):
@@ -407,8 +436,8 @@ class CheckpointStoreUnavailable(CheckpointError):
 
     def __init__(self, dsn: str, reason: str):
         self.dsn = redact_dsn(dsn)
-        self.reason = reason
-        super().__init__(f"checkpoint store {self.dsn} is unavailable: {reason}")
+        self.reason = redact_secrets(reason.replace(dsn, self.dsn)) if dsn else redact_secrets(reason)
+        super().__init__(f"checkpoint store {self.dsn} is unavailable: {self.reason}")
 
 
 class CheckpointMismatch(CheckpointError):

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from stateflow.checkpoint.protocol import Checkpointer
+from stateflow.errors import ConfigError
 
 __all__ = ["CHECKPOINTS_ENV", "default_checkpoints", "open_checkpointer"]
 
@@ -36,6 +37,8 @@ def open_checkpointer(where: str | os.PathLike[str] | None = None) -> Checkpoint
     directory is created). ``None``: :func:`default_checkpoints`.
 
     Raises:
+        ConfigError: ``where`` is a directory, or a file stands where one of its folders should be,
+            or its folder cannot be created (each named, with the fix).
         CheckpointStoreUnavailable: the store cannot be opened (named, without a password).
     """
     text = str(where) if where is not None else default_checkpoints()
@@ -45,6 +48,22 @@ def open_checkpointer(where: str | os.PathLike[str] | None = None) -> Checkpoint
         return PostgresCheckpointer(text)
     from stateflow.checkpoint.sqlite import SQLiteCheckpointer
 
-    path = Path(text).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return SQLiteCheckpointer(path)
+    return SQLiteCheckpointer(_sqlite_file(Path(text).expanduser()))
+
+
+def _sqlite_file(path: Path) -> Path:
+    """``path`` checked as a place for a SQLite file, its folder created; errors say what to give."""
+    if path.is_dir():
+        raise ConfigError(
+            f"checkpoint store {path}: is a directory; give a file in it, e.g. --checkpoints {path / 'threads.db'}"
+        )
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise ConfigError(f"checkpoint store {path}: {blocker} is a file, not a directory; give another path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(
+            f"checkpoint store {path}: cannot create its folder {path.parent} ({err.strerror or err})"
+        ) from None
+    return path

@@ -23,6 +23,7 @@ from stateflow.errors import (
     ThreadBusy,
     ThreadNotFound,
     redact_dsn,
+    redact_secrets,
 )
 
 if TYPE_CHECKING:
@@ -114,6 +115,14 @@ class PostgresCheckpointer:
         except ImportError as err:
             raise ConfigError("PostgresCheckpointer needs psycopg 3: pip install 'stateflow[postgres]'") from err
         self._psycopg = psycopg
+        try:  # a malformed address is a user's typo, not an unreachable server: say so, without the password
+            psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as err:
+            raise ConfigError(
+                f"checkpoint store {redact_dsn(dsn)}: not a valid PostgreSQL address "
+                f"({redact_secrets(_first_line(err).replace(dsn, redact_dsn(dsn)))}); "
+                "expected postgresql://USER@HOST[:PORT]/DATABASE"
+            ) from None
         self.dsn = dsn
         self._connect_timeout = connect_timeout
         self._lock = threading.RLock()  # one connection, used by one thread at a time

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
+from urllib.parse import quote
 
 from stateflow.checkpoint.record import Checkpoint, ThreadInfo, ThreadStatus
 from stateflow.checkpoint.rows import DEFAULT_SNAPSHOT_EVERY, PayloadCache, decode_rows, encode_row, window_start
@@ -159,6 +160,7 @@ class SQLiteCheckpointer:
         self._lock = threading.Lock()
         self._connections: builtins.list[sqlite3.Connection] = []
         self._claims_dir = self.path.with_name(self.path.name + ".claims")
+        self.read_only = False  # set when the file can only be read (see _connect_read_only)
         try:
             self._connect()  # create the schema now: a bad path fails here, not at the first put
         except sqlite3.DatabaseError as err:
@@ -174,14 +176,38 @@ class SQLiteCheckpointer:
             return conn
         # isolation_level=None: transactions are opened explicitly (BEGIN IMMEDIATE in put).
         conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
         level = "FULL" if self.sync == "full" else "NORMAL"
-        conn.execute(f"PRAGMA synchronous={level}")
-        conn.execute(_SCHEMA)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={level}")
+            conn.execute(_SCHEMA)
+        except sqlite3.OperationalError:
+            conn.close()
+            if not self.path.is_file():
+                raise
+            conn = self._connect_read_only()  # e.g. a store on a read-only disk: it can still be listed
         self._local.conn = conn
         self._local.level = level
         with self._lock:
             self._connections.append(conn)
+        return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A read-only connection to an existing file this process cannot write.
+
+        ``mode=ro`` needs the write-ahead log's index file (``-shm``) to exist or be creatable;
+        in a read-only folder it is neither, and only ``immutable=1`` opens the file. That
+        skips locking, which is safe only because nobody can write there either. Any write
+        then fails as SQLite's "readonly database", named by :func:`_store_errors`.
+        """
+        uri = f"file:{quote(str(self.path.resolve()))}"
+        try:
+            conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+            conn.execute("SELECT 1 FROM checkpoints LIMIT 1")
+        except sqlite3.OperationalError:
+            conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+            conn.execute("SELECT 1 FROM checkpoints LIMIT 1")
+        self.read_only = True
         return conn
 
     def _where(self, thread_id: str, step: int) -> str:

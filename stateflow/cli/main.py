@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from stateflow.cli.plugins import LoadedPlugins, load_plugins, named_flows
-from stateflow.errors import StateFlowError
+from stateflow.errors import StateFlowError, redact_secrets
 
 app = typer.Typer(
     name="stateflow",
@@ -58,8 +58,9 @@ def _root(
 
 def _error(console: Console, label: str, message: str) -> None:
     # The message is plain text: it may hold brackets ([profiles.x], [/INST]) that Rich would
-    # otherwise read as markup, drop or choke on.
-    console.print(Text.assemble((label, "bold red"), " ", message), highlight=False, soft_wrap=True)
+    # otherwise read as markup, drop or choke on. Secrets are masked whatever raised it: a
+    # driver's message may quote a connection string with its password.
+    console.print(Text.assemble((label, "bold red"), " ", redact_secrets(message)), highlight=False, soft_wrap=True)
 
 
 def _take_global_flags(args: list[str]) -> tuple[list[str], bool, str | None]:

@@ -61,9 +61,13 @@ def register(app: typer.Typer) -> None:
         pick is then evaluated once on the space's held-out tasks. Re-run the same command to
         resume (a larger --budget goes on further). Exit status 130 when interrupted.
         """
+        from stateflow.cli.inputs import output_dir
+
+        if out is not None:  # before the heavy imports below: a typo is refused at once
+            output_dir(out, "--out", create=False)
         from stateflow.tasks.cli.run import _assignment, _auto_grammar
         from stateflow.tasks.harness.registry import default_registry
-        from stateflow.tasks.optimize.search import OptimizeRun, optimize, rung_sizes, task_pool
+        from stateflow.tasks.optimize.search import OptimizeRun, check_budget, optimize, rung_sizes, task_pool
         from stateflow.tasks.optimize.space import expand, load_space
 
         console = Console(stderr=True)
@@ -85,7 +89,7 @@ def register(app: typer.Typer) -> None:
         use_grammar = (
             grammar if grammar is not None else all(_auto_grammar(c.assignment(models)) for c in plan.candidates)
         )
-        root = out or Path("runs/optimize") / chosen.name
+        root = output_dir(out or Path("runs/optimize") / chosen.name, "--out", create=not (dry_run or report))
         default_archive = Path("docs/data/optimize") / bench.name / f"{chosen.name}.jsonl"
         record_file = None if no_archive else archive or default_archive
         console.print(
@@ -121,6 +125,7 @@ def register(app: typer.Typer) -> None:
             return
         if dry_run:  # the checks above ran; the pool needs the environment but no model
             sizes = rung_sizes(chosen.search.first_rung, chosen.search.eta, len(task_pool(run)))
+            check_budget(chosen, sizes)  # the same refusal the search would give
             for c in plan.candidates:
                 console.print(escape(c.label))
             console.print(

@@ -292,6 +292,13 @@ def register(app: typer.Typer) -> None:
                 raise ConfigError(f"--repeats {repeats} applies to benchmark runs, not to one flow run on --task")
             _run_flow(target, task, assignment, console, registry, thread, checkpoints, stream)
             return
+        flow_only = {"--task": task, "--thread": thread, "--checkpoints": checkpoints, "--stream": stream or None}
+        given = [name for name, value in flow_only.items() if value is not None]
+        if given:  # a benchmark run resumes from --out by itself; these would be ignored without a word
+            raise ConfigError(
+                f"{', '.join(given)}: for one flow run (stateflow run FLOW --task TEXT), not a benchmark "
+                f"run of {target} (its records in --out resume by themselves)"
+            )
         bench = registry.get(target)
         if sql_database_scope is not None and not bench.database_scope:
             scoped = ", ".join(b.name for b in registry if b.database_scope)

@@ -42,14 +42,11 @@ def register(app: typer.Typer) -> None:
         from stateflow.tasks.ui.server import UiServer, is_loopback
 
         console = Console(stderr=True)
+        from stateflow.cli.inputs import listen_error
         from stateflow.paths import cache_dir
 
         index = RunIndex(paths, summaries=cache_dir() / "ui")
         index.refresh_summaries()
-        if not is_loopback(host):
-            console.print(
-                f"[yellow]warning:[/] listening on {escape(host)}: anyone who can reach it sees every prompt and reply"
-            )
         from stateflow.tasks.harness.registry import default_registry
         from stateflow.tasks.ui.whatif_jobs import WhatIfJobs
 
@@ -61,7 +58,14 @@ def register(app: typer.Typer) -> None:
             template_cache=cache_dir() / "ui" / "templates",
             whatif=WhatIfJobs(default_registry(), profiles),
         )
-        server = UiServer(app, host, port, verbose=verbose)
+        try:
+            server = UiServer(app, host, port, verbose=verbose)
+        except OSError as err:
+            raise listen_error(host, port, err) from None
+        if not is_loopback(host):
+            console.print(
+                f"[yellow]warning:[/] listening on {escape(host)}: anyone who can reach it sees every prompt and reply"
+            )
         n = sum(s.records for s in index.summaries)
         console.print(f"{n} episode(s) from {len(index.sources)} source(s); open {server.url}  (Ctrl-C stops)")
         try:

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from stateflow.tasks.kit.episode_record import EpisodeRecord
 
-from stateflow.errors import StateFlowError
+from stateflow.errors import ConfigError, StateFlowError
 
-__all__ = ["LEGACY_IDENTITY", "LoadReport", "ResultsFile", "latest_records", "record_key"]
+__all__ = ["LEGACY_IDENTITY", "LoadReport", "ResultsFile", "check_results_file", "latest_records", "record_key"]
 
 # Records written before identities were stored have none; they are keyed apart from every
 # identity, so they never count as a finished episode of a new run.
@@ -54,6 +54,41 @@ def latest_records(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
     for pos, r in enumerate(records):
         newest[record_key(r)] = (pos, r)
     return [r for _, r in sorted(newest.values(), key=lambda item: item[0])]
+
+
+_SNIFF_BYTES = 1 << 20  # a record line is far shorter; a file with no newline in 1 MiB is no results file
+
+
+def check_results_file(path: str | os.PathLike[str]) -> None:
+    """Refuse a file that is not a results (or archive) file, before anything reads it as one.
+
+    Looks only at the first non-empty line: it must be UTF-8 JSON holding an object. An empty
+    file passes (a run may be about to write it); a bad line further down is left to the reader,
+    which names its line.
+
+    Raises:
+        ConfigError: ``path`` is a directory, unreadable, not UTF-8 or not JSON lines, naming it.
+    """
+    where = Path(path)
+    hint = "give a results directory of `stateflow run` (its --out) or its results.jsonl"
+    if where.is_dir():
+        raise ConfigError(f"{where}: is a directory, not a results file; {hint}")
+    try:
+        with where.open("rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError as err:
+        raise ConfigError(f"{where}: cannot be read ({err.strerror or err}); {hint}") from None
+    first = next((line for line in head.split(b"\n") if line.strip()), None)
+    if first is None:
+        return
+    try:
+        data = json.loads(first.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: not a results file (not UTF-8 text); {hint}") from None
+    except json.JSONDecodeError:
+        raise ConfigError(f"{where}: not a results file (line 1 is not a JSON record); {hint}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: not a results file (line 1 is JSON but not a record); {hint}")
 
 
 @dataclass
@@ -88,10 +123,11 @@ class ResultsFile:
                 continue
             try:
                 data = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise StateFlowError(
-                    f"{self.path}:{lineno}: corrupt result record ({err.msg}); fix or remove that line"
-                ) from err
+            except (json.JSONDecodeError, UnicodeDecodeError) as err:
+                if not records:  # nothing read yet: most likely not a results file at all
+                    check_results_file(self.path)
+                why = err.msg if isinstance(err, json.JSONDecodeError) else "not UTF-8"
+                raise StateFlowError(f"{self.path}:{lineno}: corrupt result record ({why}); fix or remove that line") from err
             records.append(EpisodeRecord.from_dict(data, where=f"{self.path}:{lineno}"))
         torn = cut < len(raw)
         if torn and repair:

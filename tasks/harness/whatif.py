@@ -43,7 +43,7 @@ from stateflow.envs.base import Environment
 from stateflow.tasks.agents.methods import build_method
 from stateflow.tasks.harness.episode import EpisodeSpec, run_episode
 from stateflow.tasks.harness.identity import EpisodeIdentity, dataset_fingerprint, flow_fingerprint, models_fingerprint
-from stateflow.tasks.harness.records import ResultsFile, latest_records
+from stateflow.tasks.harness.records import ResultsFile, check_results_file, latest_records
 from stateflow.tasks.harness.registry import BenchmarkRegistry
 from stateflow.tasks.harness.runner import select_tasks
 from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions
@@ -123,6 +123,7 @@ def _load(source: Path) -> list[EpisodeRecord]:
     path = source / "results.jsonl" if source.is_dir() else source
     if not path.exists():
         raise ConfigError(f"{source}: no results.jsonl (give the --out directory of a `stateflow run`)")
+    check_results_file(path)
     records = latest_records(ResultsFile(path).load().records)
     if not records:
         raise ConfigError(f"{path}: no episodes recorded")

@@ -185,6 +185,24 @@ def _result(c: Candidate, records: Sequence[EpisodeRecord], unit: str) -> Candid
     )
 
 
+def check_budget(space: SearchSpace, sizes: list[int]) -> None:
+    """Refuse a budget that cannot pay for one candidate's first rung (``sizes``: the rungs).
+
+    Raises:
+        SpaceError: naming the budget, the first rung's cost and the two ways out.
+    """
+    unit, per_episode = space.budget.unit, space.budget.estimate()
+    if space.budget.limit < sizes[0] * per_episode:
+        raise SpaceError(
+            "the search space",
+            [
+                f"budget {space.budget.limit:g} {unit} cannot pay for one candidate's first rung "
+                f"({sizes[0]} tasks x {per_episode:g} {unit} per episode, budget.per_episode); "
+                "raise budget.limit (--budget) or lower search.first_rung"
+            ],
+        )
+
+
 def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool = False) -> OptimizeSummary:
     """Search ``run.plan`` on the space's pool, then evaluate the pick on the held-out tasks.
 
@@ -197,16 +215,7 @@ def optimize(run: OptimizeRun, *, console: Console | None = None, progress: bool
     space, unit = run.space, run.space.budget.unit
     pool = task_pool(run)
     sizes = rung_sizes(space.search.first_rung, space.search.eta, len(pool))
-    first = sizes[0] * space.budget.estimate()
-    if space.budget.limit < first:
-        raise SpaceError(
-            "the search space",
-            [
-                f"budget {space.budget.limit:g} {unit} cannot pay for one candidate's first rung "
-                f"({sizes[0]} tasks x {space.budget.estimate():g} {unit} per episode, budget.per_episode); "
-                "raise budget.limit (--budget) or lower search.first_rung"
-            ],
-        )
+    check_budget(space, sizes)
     _check_plan(run)
     records: dict[str, list[EpisodeRecord]] = {}
     results = {c.key: _result(c, [], unit) for c in run.plan.candidates}

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from stateflow.tasks.harness.records import record_key
+from stateflow.tasks.harness.records import check_results_file, record_key
 from stateflow.tasks.kit.episode_record import EpisodeRecord, InvalidRecordError
 from stateflow.tasks.ui.figures import CellKey, CellTotals, EpisodeFigures
 from stateflow.tasks.ui.lines import Problem, Stamp, parse_line
@@ -188,6 +188,8 @@ class RunIndex:
             if not given.exists():
                 raise ConfigError(f"{given}: no such directory or file (give a results directory or a .jsonl file)")
             file, root = _source_path(given.resolve())
+            if not given.is_dir():
+                check_results_file(file)  # a text file would otherwise be served as "0 episodes"
             sources.append(SourceIndex(i, file, root, given_file=file.parent == root and not given.is_dir()))
         self.sources: tuple[SourceIndex, ...] = tuple(sources)
         self.summaries: tuple[SourceSummary, ...] = tuple(

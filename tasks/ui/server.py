@@ -178,11 +178,12 @@ class UiServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, app: UiApp, host: str = "127.0.0.1", port: int = 0, *, verbose: bool = False):
-        super().__init__((host, port), _Handler)
+        # Set before binding: when the bind fails, the base class calls server_close, which reads them.
         self.app = app
         self.verbose = verbose
         self.stopping = threading.Event()  # ends the live feeds' streams
         self.streams = threading.BoundedSemaphore(_MAX_STREAMS)
+        super().__init__((host, port), _Handler)
         bound = self.server_address[1]
         names = {host, "127.0.0.1", "localhost", "[::1]"} if is_loopback(host) else {host}
         self.allowed_hosts = {f"{n}:{bound}".lower() for n in names}
