@@ -12,7 +12,8 @@ Run as written (the embedded 0.5B model starts by itself; ``--model NAME`` picks
     python examples/approval_over_two_processes.py start      # only pause (prints the thread id)
     python examples/approval_over_two_processes.py answer ID yes
 
-The same from the command line: ``stateflow run examples/...:FLOW --task ... --thread ID`` and
+The same from the command line (from any directory): ``stateflow run
+examples/approval_over_two_processes.py:FLOW --task ... --thread ID`` and
 ``stateflow resume ID --answer yes``.
 """
 

@@ -31,6 +31,7 @@ from stateflow.checkpoint import (
     SQLiteCheckpointer,
     ThreadBusy,
     ThreadInfo,
+    ThreadNotContinuable,
     ThreadNotFound,
     ThreadStatus,
 )
@@ -134,6 +135,7 @@ __all__ = [
     "StructuredOutputError",
     "ThreadBusy",
     "ThreadInfo",
+    "ThreadNotContinuable",
     "ThreadNotFound",
     "ThreadStatus",
     "Tool",

@@ -29,6 +29,7 @@ __all__ = [
     "StateFlowError",
     "StructuredOutputError",
     "ThreadBusy",
+    "ThreadNotContinuable",
     "ThreadNotFound",
     "ToolError",
     "redact_dsn",
@@ -423,6 +424,37 @@ def redact_secrets(text: str) -> str:
     text = _PASSWORD_KV.sub(r"\1***", text)
     text = _BEARER.sub(r"\1***", text)
     return _API_KEY.sub("sk-***", text)
+
+
+class ThreadNotContinuable(CheckpointError):
+    """A thread cannot continue the way asked: it has finished, it waits for an answer that was not
+    given, or an answer was given that it does not wait for. The message gives the Python call;
+    the command line words its own advice from the attributes.
+
+    Attributes:
+        thread_id: the thread.
+        status: its latest status (``finished``, ``paused``, ``running`` or ``failed``).
+        state: the state it stands in.
+        question: the question it waits for (a paused thread), else ``None``.
+        answering: whether an answer was given.
+    """
+
+    def __init__(self, thread_id: str, status: str, state: str, question: str | None, *, answering: bool):
+        self.thread_id, self.status, self.state = thread_id, status, state
+        self.question, self.answering = question, answering
+        if status == "finished":
+            advice = (
+                f"has finished (in state {state!r}); "
+                f"fork({thread_id!r}, at=STEP) starts a new thread from any of its checkpoints"
+            )
+        elif status == "paused":
+            advice = (
+                f"is paused in state {state!r}, waiting for an answer to "
+                f"{(question or '')[-120:]!r}: resume({thread_id!r}, answer=...)"
+            )
+        else:
+            advice = f"is {status}, not waiting for an answer: resume({thread_id!r}) continues it"
+        super().__init__(f"thread {thread_id!r} {advice}")
 
 
 class CheckpointStoreUnavailable(CheckpointError):

@@ -21,7 +21,14 @@ from typing import Any
 
 from stateflow.checkpoint import Checkpoint, Checkpointer, ThreadStatus
 from stateflow.checkpoint.payload_text import PayloadText
-from stateflow.errors import CheckpointError, CheckpointMismatch, ConfigError, ThreadNotFound
+from stateflow.errors import (
+    CheckpointCorrupt,
+    CheckpointMismatch,
+    CheckpointNotFound,
+    ConfigError,
+    ThreadNotContinuable,
+    ThreadNotFound,
+)
 from stateflow.flow import Flow
 from stateflow.run_state import PayloadEncoder, RunState
 
@@ -133,25 +140,22 @@ def latest_to_continue(checkpointer: Checkpointer, thread_id: str, *, answering:
 
     Raises:
         ThreadNotFound: no such thread.
-        CheckpointError: the thread finished, waits for an answer that was not given, or was given
-            an answer it does not wait for.
+        ThreadNotContinuable: the thread finished, waits for an answer that was not given, or was
+            given an answer it does not wait for.
     """
     latest = checkpointer.latest(thread_id)
     if latest is None:
         raise ThreadNotFound(thread_id, type(checkpointer).__name__)
-    if latest.status is ThreadStatus.FINISHED:
-        raise CheckpointError(
-            f"thread {thread_id!r} has finished (in state {latest.state!r}); fork({thread_id!r}, at=STEP) "
-            "starts a new thread from any of its checkpoints"
+    paused = latest.status is ThreadStatus.PAUSED
+    if latest.status is ThreadStatus.FINISHED or paused != answering:
+        question = (latest.payload.get("pending") or {}).get("question") if paused else None
+        raise ThreadNotContinuable(
+            thread_id,
+            latest.status.value,
+            latest.state,
+            None if question is None else str(question),
+            answering=answering,
         )
-    if latest.status is ThreadStatus.PAUSED and not answering:
-        question = (latest.payload.get("pending") or {}).get("question", "")
-        raise CheckpointError(
-            f"thread {thread_id!r} is paused in state {latest.state!r}, waiting for an answer to "
-            f"{str(question)[-120:]!r}: resume({thread_id!r}, answer=...)"
-        )
-    if latest.status is not ThreadStatus.PAUSED and answering:
-        raise CheckpointError(f"thread {thread_id!r} is {latest.status.value}, not waiting for an answer")
     return latest
 
 
@@ -179,6 +183,8 @@ class CheckpointSummary:
     transitions: int
 
     def __str__(self) -> str:
+        if self.status == "damaged":
+            return f"{self.step:>4}  {self.status:<8} {self.last_message}"
         return (
             f"{self.step:>4}  {self.status:<8} {self.state:<16} {self.transitions:>3} tr  "
             f"{self.prompt_tokens:>7}/{self.completion_tokens:<6} tok  {self.seconds:8.2f} s  {self.last_message}"
@@ -189,7 +195,10 @@ def _summary(checkpoint: Checkpoint) -> CheckpointSummary:
     payload = checkpoint.payload
     history = payload.get("history") or []
     last = history[-1] if history else None
-    said = "" if last is None else f"[{last.get('name')}] {' '.join(str(last.get('content', '')).split())}"
+    if isinstance(last, dict):
+        said = f"[{last.get('name')}] {' '.join(str(last.get('content', '')).split())}"
+    else:  # a payload not written by a run (a hand-made store): show what is there
+        said = "" if last is None else " ".join(str(last).split())
     prompt = completion = 0
     for step in payload.get("steps") or []:
         usage = step.get("usage") or {}
@@ -210,7 +219,25 @@ def _summary(checkpoint: Checkpoint) -> CheckpointSummary:
 def history(thread_id: str, *, checkpointer: Checkpointer) -> list[CheckpointSummary]:
     """Every checkpoint of a thread, oldest first, summarised (what :func:`stateflow.fork` can start from).
 
+    A damaged checkpoint hides only what cannot be read without it: the thread is then read
+    step by step, and each unreadable step is a summary with status ``damaged`` and its
+    problem as ``last_message``, so the readable steps around it can still be picked for a fork.
+
     Raises:
         ThreadNotFound: no such thread.
     """
-    return [_summary(c) for c in checkpointer.list(thread_id)]
+    try:
+        return [_summary(c) for c in checkpointer.list(thread_id)]
+    except CheckpointCorrupt:
+        pass
+    last = next((t.step for t in checkpointer.threads() if t.thread_id == thread_id), None)
+    if last is None:
+        raise ThreadNotFound(thread_id, repr(checkpointer))
+    summaries = []
+    for step in range(last + 1):
+        try:
+            summaries.append(_summary(checkpointer.get(thread_id, step)))
+        except (CheckpointCorrupt, CheckpointNotFound) as err:
+            problem = err.problem if isinstance(err, CheckpointCorrupt) else "the row is missing"
+            summaries.append(CheckpointSummary(step, "?", "damaged", f"cannot be read: {problem}", 0, 0, 0.0, 0))
+    return summaries

@@ -26,6 +26,7 @@ from stateflow.errors import (
     CheckpointStoreUnavailable,
     ClaimLost,
     ThreadBusy,
+    ThreadNotContinuable,
     ThreadNotFound,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "SQLiteCheckpointer",
     "ThreadBusy",
     "ThreadInfo",
+    "ThreadNotContinuable",
     "ThreadNotFound",
     "ThreadStatus",
 ]

@@ -411,6 +411,7 @@ def _run_flow(
     from stateflow.tasks.cli.threads import print_run
 
     from stateflow.cli.flows import resolve_flow
+    from stateflow.flow_ref import portable_ref
     from stateflow.runtime import run
 
     if not task:
@@ -429,8 +430,15 @@ def _run_flow(
 
         store = open_checkpointer(checkpoints)
         try:
+            saved_ref = portable_ref(ref)  # so `stateflow resume` finds the flow from any directory
             result = run(
-                flow, task, models=assignment, thread_id=thread, checkpointer=store, flow_ref=ref, on_event=on_event
+                flow,
+                task,
+                models=assignment,
+                thread_id=thread,
+                checkpointer=store,
+                flow_ref=saved_ref,
+                on_event=on_event,
             )
         finally:
             store.close()

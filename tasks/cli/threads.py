@@ -1,11 +1,12 @@
-"""``stateflow resume``, ``stateflow threads`` and ``stateflow history``: saved runs at the command line.
+"""``stateflow resume``, ``fork``, ``threads`` and ``history``: saved runs at the command line.
 
 ``stateflow run FLOW --task TEXT --thread ID`` saves a run as a thread (a checkpoint at every
 transition; see :mod:`stateflow.threads`). A flow that asks a deferred question
 (``Human(defer=True)``) then stops with the question, and the process exits;
 ``stateflow resume ID --answer TEXT`` continues it later, from any process on the machine (or
 any machine, with a PostgreSQL store). ``resume`` without ``--answer`` continues a thread that
-crashed or failed from its last checkpoint.
+crashed or failed from its last checkpoint; ``stateflow fork ID --at STEP`` starts a new thread
+from any step (``stateflow history ID`` lists them), with other models or another flow if given.
 
 Where threads are kept: ``--checkpoints`` (a SQLite file or a ``postgresql://`` DSN), else
 ``$STATEFLOW_CHECKPOINTS``, else a SQLite file in the user data directory.
@@ -15,8 +16,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,7 +27,12 @@ from rich.table import Table
 from rich.text import Text
 
 from stateflow import RunResult, View
-from stateflow.errors import ConfigError, ThreadNotFound
+from stateflow.errors import ConfigError, ThreadNotContinuable
+
+if TYPE_CHECKING:
+    from stateflow.checkpoint.protocol import Checkpointer
+    from stateflow.flow import Flow
+    from stateflow.profiles import ModelAssignment
 
 __all__ = ["CheckpointsOption", "print_run", "register", "view_named"]
 
@@ -64,6 +72,69 @@ def print_run(console: Console, result: RunResult) -> None:
         console.print(Text(f'answer it with: stateflow resume {result.thread_id} --answer "..."'), highlight=False)
 
 
+FlowOption = Annotated[
+    str | None,
+    typer.Option(help="the flow (name, module:attr or file.py:attr); default: the one the thread was run with"),
+]
+ModelOption = Annotated[
+    list[str] | None,
+    typer.Option("--model", "-m", help="NAME or STATE=NAME (default: the thread's own models)"),
+]
+ConfigOption = Annotated[Path | None, typer.Option(help="TOML file with [profiles.*] and [models]")]
+
+
+@contextmanager
+def _store(checkpoints: str | None) -> Iterator[Checkpointer]:
+    from stateflow.checkpoint.location import open_checkpointer
+
+    store = open_checkpointer(checkpoints)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _loaded_flow(thread: str, payload: dict[str, Any], given: str | None) -> Flow:
+    """``--flow``, else the flow the thread was started with (a command-line run saves how to load it)."""
+    from stateflow.tasks.cli import registered_flows
+
+    from stateflow.cli.flows import resolve_flow
+
+    ref = given or payload.get("flow_ref")
+    if not isinstance(ref, str) or not ref:
+        raise ConfigError(
+            f"thread {thread!r} was started from Python, which saves no way to load its flow: "
+            "give it with --flow module:attr (or path/to/file.py:attr)"
+        )
+    return resolve_flow(ref, registered_flows())
+
+
+def _models(model: list[str] | None, config: Path | None) -> ModelAssignment | None:
+    from stateflow.tasks.cli.run import _assignment
+
+    return _assignment(model or [], config)[0] if model or config else None
+
+
+def _advice(err: ThreadNotContinuable) -> str:
+    """What to type next, for a thread that cannot continue the way the command asked."""
+    t = err.thread_id
+    if err.status == "finished":
+        return (
+            f"thread {t!r} has finished (in state {err.state!r}); to branch off, pick a step with "
+            f"`stateflow history {t}` and run `stateflow fork {t} --at STEP`"
+        )
+    if err.status == "paused":
+        question = (err.question or "")[-120:]
+        return (
+            f"thread {t!r} is paused in state {err.state!r}, waiting for an answer to {question!r}: "
+            f'stateflow resume {t} --answer "..."'
+        )
+    return (
+        f"thread {t!r} is {err.status}, not waiting for an answer (an answer already given was saved): "
+        f"continue it with `stateflow resume {t}` without --answer"
+    )
+
+
 def _age(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size:
@@ -72,51 +143,67 @@ def _age(seconds: float) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``resume``, ``threads`` and ``history`` to ``app``."""
+    """Add ``resume``, ``fork``, ``threads`` and ``history`` to ``app``."""
 
     @app.command("resume")
     def resume_cmd(
         thread: Annotated[str, typer.Argument(help="the thread id (see stateflow threads)")],
         answer: Annotated[str | None, typer.Option(help="the answer to the question the thread is paused on")] = None,
-        flow: Annotated[
-            str | None, typer.Option(help="the flow (name or module:attr); default: the one the thread was run with")
-        ] = None,
-        model: Annotated[
-            list[str] | None,
-            typer.Option("--model", "-m", help="NAME or STATE=NAME (default: the thread's own models)"),
-        ] = None,
-        config: Annotated[Path | None, typer.Option(help="TOML file with [profiles.*] and [models]")] = None,
+        flow: FlowOption = None,
+        model: ModelOption = None,
+        config: ConfigOption = None,
         checkpoints: CheckpointsOption = None,
     ) -> None:
         """Continue a saved thread: answer its question, or go on after a crash or failure."""
-        from stateflow.tasks.cli import registered_flows
-        from stateflow.tasks.cli.run import _assignment
-
-        from stateflow.checkpoint.location import open_checkpointer
-        from stateflow.cli.flows import resolve_flow
         from stateflow.runtime import resume
+        from stateflow.threads import latest_to_continue
 
-        store = open_checkpointer(checkpoints)
-        try:
-            latest = store.latest(thread)
-            if latest is None:
-                raise ThreadNotFound(thread, repr(store))
-            ref = flow or latest.payload.get("flow_ref")
-            if not isinstance(ref, str) or not ref:
-                raise ConfigError(
-                    f"thread {thread!r} was not started from the command line: give the flow with --flow module:attr"
-                )
-            models = _assignment(model or [], config)[0] if model or config else None
+        with _store(checkpoints) as store:
+            try:  # where the thread stands first: that is what the user needs to hear
+                latest = latest_to_continue(store, thread, answering=answer is not None)
+            except ThreadNotContinuable as err:
+                raise ConfigError(_advice(err)) from None
+            loaded = _loaded_flow(thread, latest.payload, flow)
             result = resume(
                 thread,
                 answer,
                 checkpointer=store,
-                flow=resolve_flow(ref, registered_flows()),
-                models=models,
+                flow=loaded,
+                models=_models(model, config),
                 view=view_named(str(latest.payload.get("view", "stateflow"))),
             )
-        finally:
-            store.close()
+        print_run(Console(stderr=True), result)
+
+    @app.command("fork")
+    def fork_cmd(
+        thread: Annotated[str, typer.Argument(help="the thread to branch off (see stateflow threads)")],
+        at: Annotated[int, typer.Option("--at", min=0, help="the step to start from (see stateflow history ID)")],
+        answer: Annotated[str | None, typer.Option(help="the answer, when that step is a paused question")] = None,
+        new_thread: Annotated[
+            str | None, typer.Option("--new-thread", help="the new thread's id (default: ID.<random>)")
+        ] = None,
+        flow: FlowOption = None,
+        model: ModelOption = None,
+        config: ConfigOption = None,
+        checkpoints: CheckpointsOption = None,
+    ) -> None:
+        """Start a new thread from any step of a saved one (nothing before that step is asked again),
+        with other models (--model) or another flow (--flow) if given; the source thread is kept."""
+        from stateflow.runtime import fork
+
+        with _store(checkpoints) as store:
+            source = store.get(thread, at)
+            loaded = _loaded_flow(thread, source.payload, flow)
+            result = fork(
+                thread,
+                at,
+                checkpointer=store,
+                flow=loaded,
+                models=_models(model, config),
+                view=view_named(str(source.payload.get("view", "stateflow"))),
+                answer=answer,
+                new_thread_id=new_thread,
+            )
         print_run(Console(stderr=True), result)
 
     @app.command("threads")

@@ -127,7 +127,9 @@ class ResultsFile:
                 if not records:  # nothing read yet: most likely not a results file at all
                     check_results_file(self.path)
                 why = err.msg if isinstance(err, json.JSONDecodeError) else "not UTF-8"
-                raise StateFlowError(f"{self.path}:{lineno}: corrupt result record ({why}); fix or remove that line") from err
+                raise StateFlowError(
+                    f"{self.path}:{lineno}: corrupt result record ({why}); fix or remove that line"
+                ) from err
             records.append(EpisodeRecord.from_dict(data, where=f"{self.path}:{lineno}"))
         torn = cut < len(raw)
         if torn and repair:

@@ -35,6 +35,7 @@ from stateflow.checkpoint import (
     ThreadNotFound,
     ThreadStatus,
 )
+from stateflow.threads import history
 
 ROOT = Path(__file__).resolve().parents[3]
 FINGERPRINT = "0123456789abcdef" * 4
@@ -317,6 +318,17 @@ class CheckpointerContract:
             assert cp.get("hurt", 2) == written[2] and cp.latest("hurt") == written[2]
             cp.put(make("hurt", 3))  # and the thread can still be continued
             assert cp.latest("hurt") == make("hurt", 3)
+
+    def test_history_shows_the_readable_steps_around_a_damaged_row(self, cp: Checkpointer) -> None:
+        # regression ([edges] 11): one damaged row left `stateflow history` with nothing at all
+        fill(cp, "hurt", 4)
+        self.write_raw(cp, "hurt", 1, "\x07not json at all")
+        lines = history("hurt", checkpointer=cp)
+        assert [(s.step, s.status) for s in lines][:2] == [(0, "running"), (1, "damaged")]
+        assert len(lines) == 4 and str(lines[1]).startswith("   1  damaged  cannot be read: ")
+        # without deltas the later steps stand on their own; with them they need step 1
+        later = {s.status for s in lines[2:]}
+        assert later == ({"damaged"} if self.deltas else {"running"})
 
     def test_a_damaged_latest_row_is_reported_by_latest(self, cp: Checkpointer) -> None:
         fill(cp, "t", 2)
