@@ -10,11 +10,11 @@ field that server reads (:class:`~stateflow.backends.providers.ProviderCapabilit
   enums, string and list lengths, integer bounds exactly, float bounds on the integral part).
 
 The reply is then parsed and validated into the model object (no grammar enforces everything a
-schema says, e.g. float fractions, ``multiple_of``, most string formats or custom validators). A reply that does not validate
-is re-asked once with the validation error (:func:`reask_text`); a second failure fails the
-state with :class:`~stateflow.errors.StructuredOutputError`. The object is put on the run's
-blackboard (``ctx.board.get(SomeModel)``), so conditions read it (:func:`parsed`), and its JSON
-travels with the reply's message (``message.meta["parsed"]``).
+schema says, e.g. float fractions, ``multiple_of``, most string formats or custom validators). A
+reply that does not validate is re-asked once with the validation error (:func:`reask_text`); a
+second failure fails the state with :class:`~stateflow.errors.StructuredOutputError`. The object
+is put on the run's blackboard (``ctx.board.get(SomeModel)``), so conditions read it
+(:func:`parsed`), and its JSON travels with the reply's message (``message.meta["parsed"]``).
 
 Example:
     >>> from pydantic import BaseModel
