@@ -10,8 +10,13 @@ The client is asyncio (the ``mcp`` package); a run is synchronous, so each conne
 event-loop thread and a tool call waits for its answer there with a timeout. Server output is
 hostile: a server that dies, hangs or answers something that is not MCP gives the model a tool
 error naming the server, the tool and what happened (the trace records it as a failed tool call
-with ``ok: False``), never a hang; a server that cannot start fails the run before any model
-call, with the tail of its stderr.
+with ``ok: False``), never a hang; a server that cannot start, or does not list its tools within
+``start_timeout_s``, fails the run before any model call, with the tail of its stderr, and is
+stopped first (the MCP stdio shutdown: stdin closed, SIGTERM after 2 s, SIGKILL after 2 more), so
+the error comes at most about 4 s after the timeout and no server is left running.
+
+A server started with ``command`` gets only a safe list of this process's environment variables
+plus ``env=`` (see :class:`MCPTools`).
 
 Requires the ``mcp`` extra (``pip install 'stateflow[mcp]'``).
 """
@@ -26,11 +31,15 @@ import threading
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from stateflow.errors import ConfigError, StateFlowError
 
 __all__ = ["MCPConnection", "MCPServerError", "MCPSessions", "MCPToolError", "MCPTools"]
+
+#: How long stopping a stdio server may take: the MCP stdio shutdown closes its stdin, waits up to
+#: 2 s, sends SIGTERM, waits up to 2 s, then SIGKILL (``mcp.client.stdio``), plus slack.
+_STOP_ALLOWANCE_S = 6.0
 
 
 class MCPServerError(StateFlowError):
@@ -48,13 +57,19 @@ class MCPTools:
     Args:
         command: the server's command line, started with its stdin/stdout as the transport.
         url: the URL of a running server (streamable HTTP; SSE when it ends in ``/sse``).
-        env: extra environment variables for the command.
+        env: environment variables for the command, set on top of the few it inherits. A server
+            started here is untrusted, so it gets only the MCP SDK's safe list from this process
+            (``HOME LOGNAME PATH SHELL TERM USER`` on POSIX, see ``mcp.client.stdio``) plus
+            ``env``; nothing else of this process's environment (API keys, tokens, proxies)
+            reaches it. Pass what the server needs by name, e.g.
+            ``env={"GITHUB_TOKEN": os.environ["GITHUB_TOKEN"]}``. Only with ``command``.
         name: the server's name in errors and the trace (default: the command's or URL's last part).
         call_timeout_s: how long one tool call may take before the model is told it failed.
         start_timeout_s: how long starting the server and listing its tools may take.
 
     Raises:
-        ValueError: neither or both of ``command`` and ``url``; a timeout that is not positive.
+        ValueError: neither or both of ``command`` and ``url``; ``env`` with ``url``; a timeout
+            that is not positive.
     """
 
     command: tuple[str, ...] | None = None
@@ -74,6 +89,11 @@ class MCPTools:
             if not cmd or not all(isinstance(c, str) and c for c in cmd):
                 raise ValueError(f"MCPTools: command must be a non-empty list of strings, got {self.command!r}")
             object.__setattr__(self, "command", cmd)
+        if self.url is not None and self.env:
+            raise ValueError(
+                f"MCPTools: env= applies to a server started with command=; the server at {self.url} is "
+                "already running with its own environment (remove env=)"
+            )
         if self.call_timeout_s <= 0 or self.start_timeout_s <= 0:
             raise ValueError("MCPTools: timeouts must be positive")
         object.__setattr__(self, "env", dict(self.env))
@@ -89,6 +109,19 @@ class MCPTools:
             "env": sorted(self.env),  # names only: values may be secrets
             "call_timeout_s": self.call_timeout_s,
         }
+
+    def server_environment(self) -> dict[str, str]:
+        """The environment a server started with ``command`` gets: the MCP SDK's safe list of
+        this process's variables (``mcp.client.stdio.get_default_environment``), then ``env``.
+
+        Raises:
+            ConfigError: the ``mcp`` package is not installed.
+        """
+        try:
+            from mcp.client.stdio import get_default_environment
+        except ImportError as err:
+            raise ConfigError("MCPTools needs the mcp package: pip install 'stateflow[mcp]'") from err
+        return {**get_default_environment(), **self.env}
 
     def connect(self) -> MCPConnection:
         """Start (or connect to) the server and list its tools; close the result when done.
@@ -117,30 +150,33 @@ class MCPConnection:
         self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
-        self._closing: asyncio.Event | None = None
+        self._closing = asyncio.Event()  # set by close(): the session ends (binds to the loop on first use)
         self._failure: BaseException | None = None
         self._listed: list[Any] = []
+        self._start_timed_out = False
+        self._served = self._loop.create_task(self._serve())
         self._thread = threading.Thread(target=self._loop_main, name=f"mcp-{spec.name}", daemon=True)
         self._thread.start()
-        if not self._ready.wait(spec.start_timeout_s):
-            self.close()
-            raise MCPServerError(
-                f"MCP server {spec.name!r} did not start and list its tools within {spec.start_timeout_s:g}s"
-                f"{self._stderr_tail()}"
-            )
+        # The loop thread enforces start_timeout_s itself and then stops the server; the wait here
+        # also covers that stop (the MCP stdio shutdown: stdin closed, SIGTERM, SIGKILL).
+        if not self._ready.wait(spec.start_timeout_s + _STOP_ALLOWANCE_S) or self._start_timed_out:
+            self._fail(f"did not start and list its tools within {spec.start_timeout_s:g}s", None)
         if self._failure is not None:
-            failure = self._failure
-            self.close()
-            raise MCPServerError(
-                f"MCP server {spec.name!r} could not start: {_describe(failure)}{self._stderr_tail()}"
-            ) from failure
+            self._fail(f"could not start: {_describe(self._failure)}", self._failure)
         self.tools = [self._sync_tool(t) for t in self._listed]
+
+    def _fail(self, what: str, cause: BaseException | None) -> NoReturn:
+        """Raise the start-up error; the server is stopped first, so its stderr is complete (the
+        file is read before close() closes it)."""
+        self._stop()
+        tail = self._stderr_tail()
+        self.close()
+        raise MCPServerError(f"MCP server {self.spec.name!r} {what}{tail}") from cause
 
     # -- the event-loop thread -----------------------------------------------------------------
 
     def _loop_main(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._served = self._loop.create_task(self._serve())
         try:
             self._loop.run_until_complete(self._served)
         except BaseException as err:
@@ -150,16 +186,28 @@ class MCPConnection:
             self._loop.close()
 
     async def _serve(self) -> None:
+        import anyio
         from autogen.mcp import create_toolkit
         from mcp import ClientSession
 
-        self._closing = asyncio.Event()
+        # The start-up deadline is enforced here, in the loop: a server that never answers
+        # initialize() is then stopped by the transport's own shutdown as the stack unwinds
+        # (a deadline enforced only by the waiting thread would leave this task stuck, and the
+        # server running).
+        deadline = anyio.current_time() + self.spec.start_timeout_s
         try:
             async with AsyncExitStack() as stack:
+                # (the contexts are entered outside the deadline's scope: anyio requires a scope
+                # to end after the task groups opened inside it; spawning and connecting are
+                # bounded on their own: a process starts or fails, a URL has its HTTP timeout)
                 read, write = await stack.enter_async_context(self._transport())
                 session = await stack.enter_async_context(ClientSession(read, write))
-                await session.initialize()
-                toolkit = await create_toolkit(session, use_mcp_resources=False)
+                with anyio.move_on_at(deadline) as starting:
+                    await session.initialize()
+                    toolkit = await create_toolkit(session, use_mcp_resources=False)
+                if starting.cancelled_caught:
+                    self._start_timed_out = True
+                    return
                 self._listed = list(toolkit.tools)
                 self._ready.set()
                 await self._closing.wait()
@@ -172,7 +220,11 @@ class MCPConnection:
         if spec.command is not None:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
-            params = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]), env=spec.env or None)
+            # the environment is given in full (the SDK would add its safe list to env= anyway):
+            # what the server gets is what MCPTools.server_environment() documents
+            params = StdioServerParameters(
+                command=spec.command[0], args=list(spec.command[1:]), env=spec.server_environment()
+            )
             return _pairs(stdio_client(params, errlog=self._stderr))
         assert spec.url is not None
         if spec.url.rstrip("/").endswith("/sse"):
@@ -235,13 +287,21 @@ class MCPConnection:
             return ""
         return f"; server stderr: {tail!r}" if tail else ""
 
+    def _stop(self) -> None:
+        """End the session and wait for its thread: the transport stops the server it started.
+
+        A session waiting for close() ends at once; one still inside a call or start-up (it cannot
+        see the closing event) is cancelled.
+        """
+        loop = self._loop
+        if not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the thread is ending anyway
+                loop.call_soon_threadsafe(self._closing.set if self._ready.is_set() else self._served.cancel)
+        self._thread.join(timeout=_STOP_ALLOWANCE_S)
+
     def close(self) -> None:
         """Stop the session (and the server process it started); idempotent."""
-        closing = self._closing
-        if closing is not None and not self._loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the thread is ending anyway
-                self._loop.call_soon_threadsafe(closing.set)
-        self._thread.join(timeout=10.0)
+        self._stop()
         if not self._stderr.closed:
             self._stderr.close()
 

@@ -6,15 +6,15 @@ field that server reads (:class:`~stateflow.backends.providers.ProviderCapabilit
 * OpenAI-compatible servers (OpenAI, vLLM, Ollama): ``response_format`` of type ``json_schema``;
 * llama.cpp servers (the embedded ``local`` model, ``llamacpp``): ``response_format`` of type
   ``json_object`` with the ``schema``: the server converts the schema to a GBNF grammar itself
-  (llama-cpp-python's ``LlamaGrammar.from_json_schema``), so decoding can only produce JSON the
-  schema allows.
+  (the embedded one with :mod:`stateflow.backends.local.schema_grammar`: structure, types,
+  enums, string and list lengths, integer bounds exactly, float bounds on the integral part).
 
-The reply is then parsed and validated into the model object (a server may not enforce
-everything a schema says, e.g. string formats or value bounds). A reply that does not validate
-is re-asked once with the validation error (:func:`reask_text`); a second failure fails the
-state with :class:`~stateflow.errors.StructuredOutputError`. The object is put on the run's
-blackboard (``ctx.board.get(SomeModel)``), so conditions read it (:func:`parsed`), and its JSON
-travels with the reply's message (``message.meta["parsed"]``).
+The reply is then parsed and validated into the model object (no grammar enforces everything a
+schema says, e.g. float fractions, ``multiple_of``, most string formats or custom validators). A
+reply that does not validate is re-asked once with the validation error (:func:`reask_text`); a
+second failure fails the state with :class:`~stateflow.errors.StructuredOutputError`. The object
+is put on the run's blackboard (``ctx.board.get(SomeModel)``), so conditions read it
+(:func:`parsed`), and its JSON travels with the reply's message (``message.meta["parsed"]``).
 
 Example:
     >>> from pydantic import BaseModel

@@ -8,6 +8,8 @@ tests/backends/local/test_compose_local.py).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -200,3 +202,104 @@ def test_a_running_server_over_streamable_http_is_reached_by_url(tmp_path):
     assert offered["add"]["parameters"]["required"] == ["a", "b"]
     assert [(m.name, m.content) for m in r.history.of_kind(Kind.TOOL)] == [("add", "42")]
     assert r.history.last().content.endswith("RESULT: 42")
+
+
+# -- issue 57: start-up failures, the start timeout, the server's environment ---------------------
+
+BROKEN_SERVER = """
+import sys
+# the word is built at run time so that neither the command line nor the server's name holds it
+print("kab" + "oom: cannot bind the port", file=sys.stderr, flush=True)
+sys.exit(3)
+"""
+
+SILENT_SERVER = """
+import os, sys, time
+open(sys.argv[1], "w").write(str(os.getpid()))
+print("wait" + "ing for nothing", file=sys.stderr, flush=True)
+time.sleep(600)  # never reads stdin, never answers initialize()
+"""
+
+ENV_SERVER = """
+import os
+from mcp.server.fastmcp import FastMCP
+
+mcp = FastMCP("env")
+
+
+@mcp.tool()
+def getenv(name: str) -> str:
+    \"\"\"One environment variable of the server process ('<unset>' when it has none).\"\"\"
+    return os.environ.get(name, "<unset>")
+
+
+if __name__ == "__main__":
+    mcp.run()
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie nobody has reaped counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def test_57_6_a_server_that_cannot_start_reports_its_stderr(tmp_path):
+    script = tmp_path / "broken_server.py"
+    script.write_text(BROKEN_SERVER)
+    broken = MCPTools(command=[sys.executable, str(script)], name="broken")
+    assert "kaboom" not in repr(broken)  # the word can only come from the server's stderr
+    with pytest.raises(MCPServerError, match="MCP server 'broken' could not start") as exc:
+        broken.connect()
+    assert "server stderr: 'kaboom: cannot bind the port'" in str(exc.value)
+
+
+def test_57_7_a_server_that_never_answers_fails_at_the_start_timeout_and_is_stopped(tmp_path):
+    script, pid_file = tmp_path / "silent_server.py", tmp_path / "pid"
+    script.write_text(SILENT_SERVER)
+    silent = MCPTools(command=[sys.executable, str(script), str(pid_file)], name="silent", start_timeout_s=3)
+    t0 = time.monotonic()
+    with pytest.raises(MCPServerError, match=r"MCP server 'silent' did not start and list its tools within 3s") as exc:
+        silent.connect()
+    elapsed = time.monotonic() - t0
+    pid = int(pid_file.read_text())
+    try:
+        assert not _running(pid), f"the server process {pid} is still running"
+    finally:
+        if _running(pid):  # do not leave it behind when the assertion fails
+            os.kill(pid, signal.SIGKILL)
+    # the timeout, then the MCP stdio shutdown (<= 2 s after stdin closes, then SIGTERM): loose bound
+    assert elapsed < 3 + 6, f"took {elapsed:.1f}s"
+    assert "waiting for nothing" in str(exc.value)
+
+
+def test_57_8_a_server_gets_the_safe_list_and_env_but_not_the_rest_of_the_environment(tmp_path, monkeypatch):
+    script = tmp_path / "env_server.py"
+    script.write_text(ENV_SERVER)
+    monkeypatch.setenv("SF_TEST_PARENT_SECRET", "s3cret")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    spec = MCPTools(
+        command=[sys.executable, str(script)], name="env", env={"SF_TEST_GIVEN": "given", "HOME": "/nowhere"}
+    )
+    assert spec.server_environment()["SF_TEST_GIVEN"] == "given"
+    assert "SF_TEST_PARENT_SECRET" not in spec.server_environment()
+    conn = spec.connect()
+    try:
+        getenv = next(t for t in conn.tools if t.name == "getenv").func
+        seen = {name: getenv(name=name) for name in ("SF_TEST_PARENT_SECRET", "SF_TEST_GIVEN", "PATH", "HOME")}
+    finally:
+        conn.close()
+    assert seen == {
+        "SF_TEST_PARENT_SECRET": "<unset>",  # not on the safe list: never passed
+        "SF_TEST_GIVEN": "given",  # env= is set
+        "PATH": spec.server_environment()["PATH"],  # the safe list is inherited
+        "HOME": "/nowhere",  # and env= wins over it
+    }
+
+
+def test_57_8_env_is_refused_for_a_server_reached_by_url():
+    with pytest.raises(ValueError, match="env= applies to a server started with command="):
+        MCPTools(url="http://127.0.0.1:1/mcp", env={"TOKEN": "x"})

@@ -24,6 +24,10 @@ support) and adds three things around it:
   stops there instead of decoding up to ``max_tokens`` (a minute per call on one core), and a
   request whose client has gone (it timed out and will retry) stops at the next token instead of
   holding the model for the retry; the response's ``timings`` say which rule stopped it.
+* **JSON schemas with their numeric bounds**: a chat request's ``response_format``
+  ``{"type": "json_object", "schema": ...}`` is decoded with the grammar of
+  ``schema_grammar.py`` (the library's converter plus integer and number bounds; a schema it
+  cannot convert is refused with HTTP 400 instead of the library's silent any-JSON grammar).
 * **a lifeline**: the parent passes the read end of a pipe; when the parent process dies for any
   reason the pipe reaches EOF and this process exits (``PR_SET_PDEATHSIG`` alone would fire when the
   parent *thread* that spawned us ends, which is wrong for a server shared by worker threads).
@@ -57,6 +61,7 @@ __all__ = [
     "build_app",
     "load_model",
     "main",
+    "schema_as_grammar",
 ]
 
 #: a run of one unit of 1-4 characters repeated over this many characters ends the generation
@@ -72,6 +77,38 @@ try:
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 except ImportError as err:  # pragma: no cover - the parent checks before spawning
     raise SystemExit(f"llama-cpp-python is not installed: {err}") from err
+
+
+def _load_schema_grammar() -> Any:
+    """``schema_grammar.py`` beside this file, loaded by its path: this process imports nothing
+    from ``stateflow`` (it runs with ``-P``, so its own directory is not on ``sys.path``)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema_grammar.py")
+    spec = importlib.util.spec_from_file_location("stateflow_server_schema_grammar", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with this one
+        raise SystemExit(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+schema_grammar = _load_schema_grammar()
+
+
+def schema_as_grammar(body: Any) -> None:
+    """Turn a chat request's ``response_format`` ``json_object`` + ``schema`` into its
+    ``grammar`` (:func:`schema_grammar.schema_to_gbnf`), in place; other requests are unchanged.
+
+    Raises:
+        schema_grammar.SchemaGrammarError: the schema cannot be converted (answered with 400).
+    """
+    fmt = body.response_format
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_object" or "schema" not in fmt:
+        return
+    body.grammar = schema_grammar.schema_to_gbnf(fmt["schema"])
+    # the library would otherwise build its own grammar from response_format, over this one
+    body.response_format = None
 
 
 class ClientGoneError(RuntimeError):
@@ -554,6 +591,10 @@ def build_app(config: dict[str, Any], llama: AccountingLlama) -> Any:
     @app.post("/v1/chat/completions")
     async def chat(request: Request, body: CreateChatCompletionRequest = Body(...)) -> Any:  # noqa: B008
         handler = chat_stream if body.stream else llama_app.create_chat_completion
+        try:
+            schema_as_grammar(body)
+        except schema_grammar.SchemaGrammarError as err:
+            return JSONResponse({"error": {"message": str(err), "type": "invalid_request_error"}}, status_code=400)
         return await served(request, handler, body)
 
     @app.post("/v1/completions")
