@@ -268,6 +268,13 @@ def register(app: typer.Typer) -> None:
         A method is a name from --list-methods or a flow of yours as module:attribute (imported
         from the current directory), evaluated with the same records, resume and report.
         """
+        from stateflow.tasks.kit.selection import check_selection
+
+        from stateflow.cli.inputs import output_dir
+
+        # The arguments first, before the imports below (AutoGen, every benchmark: seconds of CPU)
+        check_selection(tasks)
+        output_dir(out, "--out", create=False)
         from stateflow.tasks.harness.registry import default_registry
         from stateflow.tasks.harness.runner import RunSpec
         from stateflow.tasks.kit.benchmark import DatasetRequest
