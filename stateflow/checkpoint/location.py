@@ -15,10 +15,25 @@ from pathlib import Path
 from stateflow.checkpoint.protocol import Checkpointer
 from stateflow.errors import ConfigError
 
-__all__ = ["CHECKPOINTS_ENV", "default_checkpoints", "open_checkpointer"]
+__all__ = ["CHECKPOINTS_ENV", "StoreMissing", "default_checkpoints", "open_checkpointer"]
 
 #: The variable naming the default checkpoint store (a file path or a ``postgresql://`` DSN).
 CHECKPOINTS_ENV = "STATEFLOW_CHECKPOINTS"
+
+
+class StoreMissing(ConfigError):
+    """A command that reads threads was pointed at a SQLite file that does not exist.
+
+    Attributes:
+        path: the file.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        super().__init__(
+            f"no checkpoint store at {path}: nothing was saved there; give the --checkpoints the run "
+            f"saved to (or set ${CHECKPOINTS_ENV})"
+        )
 
 
 def default_checkpoints() -> str:
@@ -31,10 +46,11 @@ def default_checkpoints() -> str:
     return str(user_data_path("stateflow", appauthor=False) / "threads.db")
 
 
-def open_checkpointer(where: str | os.PathLike[str] | None = None) -> Checkpointer:
+def open_checkpointer(where: str | os.PathLike[str] | None = None, *, create: bool = True) -> Checkpointer:
     """The checkpointer at ``where``: ``postgresql://...`` (or ``postgres://``) opens a
     :class:`~stateflow.checkpoint.PostgresCheckpointer`; anything else is a SQLite file (its
-    directory is created). ``None``: :func:`default_checkpoints`.
+    directory is created). ``None``: :func:`default_checkpoints`. ``create=False`` (commands that
+    only read or continue threads) refuses a SQLite file that does not exist instead of making one.
 
     Raises:
         ConfigError: ``where`` is a directory, or a file stands where one of its folders should be,
@@ -48,10 +64,11 @@ def open_checkpointer(where: str | os.PathLike[str] | None = None) -> Checkpoint
         return PostgresCheckpointer(text)
     from stateflow.checkpoint.sqlite import SQLiteCheckpointer
 
-    return SQLiteCheckpointer(_sqlite_file(Path(text).expanduser()))
+    path = _sqlite_file(Path(text).expanduser(), create=create)
+    return SQLiteCheckpointer(path)
 
 
-def _sqlite_file(path: Path) -> Path:
+def _sqlite_file(path: Path, *, create: bool) -> Path:
     """``path`` checked as a place for a SQLite file, its folder created; errors say what to give."""
     if path.is_dir():
         raise ConfigError(
@@ -60,6 +77,8 @@ def _sqlite_file(path: Path) -> Path:
     blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
     if blocker is not None:
         raise ConfigError(f"checkpoint store {path}: {blocker} is a file, not a directory; give another path")
+    if not create and not path.exists():
+        raise StoreMissing(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from stateflow.cli.inputs import output_dir
 from stateflow.errors import ConfigError
 from stateflow.flow import Flow, FlowWarning
 from stateflow.flow_ref import is_flow_ref, load_flow
@@ -60,6 +61,10 @@ def register(app: typer.Typer, flows: Callable[[], Mapping[str, Callable[[], Flo
         out: Annotated[Path | None, typer.Option("--out", "-o", help="write to this file (png needs it)")] = None,
     ) -> None:
         """Draw a flow's state graph (edges are the rules, numbered by priority)."""
+        if out is not None and out.is_dir():
+            raise ConfigError(f"--out {out}: is a directory; give a file, e.g. --out {out / 'flow.md'}")
+        if out is not None:
+            output_dir(out.parent, "--out")
         f = resolve_flow(flow, flows())
         if fmt is GraphFormat.PNG:
             path = render_png(f, out or Path(f"{f.name}.png"))

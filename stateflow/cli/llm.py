@@ -105,8 +105,8 @@ def pull(
 @app.command("serve")
 def serve(
     profile: Annotated[str, typer.Argument(help="local profile to serve")] = "local",
-    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0 = a free one)")] = 8080,
-    n_ctx: Annotated[int, typer.Option("--n-ctx", help="context window in tokens")] = 8192,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port on 127.0.0.1 (0 = a free one)")] = 8080,
+    n_ctx: Annotated[int, typer.Option("--n-ctx", min=256, help="context window in tokens")] = 8192,
     n_threads: Annotated[
         int | None, typer.Option("--n-threads", min=1, help="CPU threads (default: the profile's, else every core)")
     ] = None,

@@ -63,6 +63,12 @@ def _error(console: Console, label: str, message: str) -> None:
     console.print(Text.assemble((label, "bold red"), " ", redact_secrets(message)), highlight=False, soft_wrap=True)
 
 
+def _path_error(err: OSError) -> str:
+    """``PATH: what is wrong with it`` for a file error (missing, a directory, unreadable...)."""
+    where = str(err.filename) + (f" -> {err.filename2}" if err.filename2 is not None else "")
+    return f"{where}: {err.strerror or type(err).__name__}"
+
+
 def _take_global_flags(args: list[str]) -> tuple[list[str], bool, str | None]:
     """Remove ``--debug`` and ``--otel[=URL]`` wherever they are; returns (args, debug, otel)."""
     rest: list[str] = []
@@ -125,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # standalone mode: typer handles --help and usage errors itself (and exits)
         app(args=args, prog_name="stateflow")
-    except (StateFlowError, FileNotFoundError, ValueError) as err:
+    except (StateFlowError, ValueError) as err:
         if debug:
             raise
         _error(err_console, "error:", str(err))
@@ -139,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         if isinstance(err, user_errors):  # e.g. missing data or server: the message says the fix
+            _error(err_console, "error:", str(err))
+            return 1
+        if isinstance(err, OSError) and err.filename is not None:  # a path the user gave: name it
+            _error(err_console, "error:", _path_error(err))
+            return 1
+        if isinstance(err, FileNotFoundError):  # raised on purpose with its own message
             _error(err_console, "error:", str(err))
             return 1
         _error(

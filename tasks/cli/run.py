@@ -371,6 +371,10 @@ def register(app: typer.Typer) -> None:
         by_hardness: Annotated[bool, typer.Option(help="also print the table by hardness")] = False,
     ) -> None:
         """Print the paper-style table and write plots and an HTML report."""
+        from stateflow.cli.inputs import output_dir
+
+        if out is not None:  # before the table is printed: a bad --out would fail after it
+            output_dir(out, "--out", create=False)
         from stateflow.tasks.reports.metrics import GROUP_KEYS, load_results, summarize
         from stateflow.tasks.reports.report import metrics_table
         from stateflow.tasks.ui.static_report import write_report

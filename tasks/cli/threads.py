@@ -87,7 +87,7 @@ ConfigOption = Annotated[Path | None, typer.Option(help="TOML file with [profile
 def _store(checkpoints: str | None) -> Iterator[Checkpointer]:
     from stateflow.checkpoint.location import open_checkpointer
 
-    store = open_checkpointer(checkpoints)
+    store = open_checkpointer(checkpoints, create=False)
     try:
         yield store
     finally:
@@ -214,16 +214,19 @@ def register(app: typer.Typer) -> None:
         checkpoints: CheckpointsOption = None,
     ) -> None:
         """List saved threads with their status, state and age (newest first)."""
-        from stateflow.checkpoint.location import open_checkpointer
+        from stateflow.checkpoint.location import StoreMissing
 
         valid = ("running", "paused", "finished", "failed")
         if status is not None and status not in valid:
             raise ConfigError(f"--status {status!r}: choose from {', '.join(valid)}")
-        store = open_checkpointer(checkpoints)
         try:
-            rows = [t for t in store.threads() if status is None or t.status.value == status]
-        finally:
-            store.close()
+            with _store(checkpoints) as store:
+                rows = [t for t in store.threads() if status is None or t.status.value == status]
+        except StoreMissing as err:
+            if checkpoints is not None:
+                raise
+            typer.echo(f"no threads yet (nothing saved in {err.path})")  # the default store, before any run
+            return
         table = Table("thread", "flow", "status", "state", "step", "updated", "forked from", title=repr(store))
         now = time.time()
         for t in rows:
@@ -247,12 +250,8 @@ def register(app: typer.Typer) -> None:
         checkpoints: CheckpointsOption = None,
     ) -> None:
         """A thread's checkpoints: step, status, state, transitions, tokens, seconds, last message."""
-        from stateflow.checkpoint.location import open_checkpointer
         from stateflow.threads import history
 
-        store = open_checkpointer(checkpoints)
-        try:
+        with _store(checkpoints) as store:
             for line in history(thread, checkpointer=store):
                 typer.echo(str(line))
-        finally:
-            store.close()

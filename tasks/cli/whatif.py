@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         out: Annotated[
             Path | None, typer.Option(help="where the new records go (default RUN_DIR/whatif-STATE-CHANGE)")
         ] = None,
-        timeout: Annotated[float, typer.Option(help="seconds per episode")] = 600.0,
+        timeout: Annotated[float, typer.Option(min=0.1, help="seconds per episode")] = 600.0,
         dry_run: Annotated[bool, typer.Option("--dry-run", help="check and list the episodes; run nothing")] = False,
     ) -> None:
         """Re-run every recorded episode that reached --at from there with --model's change: the
@@ -42,6 +42,10 @@ def register(app: typer.Typer) -> None:
         from stateflow.tasks.harness.whatif import plan_whatif, run_whatif
         from stateflow.tasks.reports.whatif import whatif_tables
 
+        from stateflow.cli.inputs import output_dir
+
+        if out is not None:  # before the records are read (thousands of lines)
+            output_dir(out, "--out", create=False)
         console = Console(stderr=True)
         change = parse_model_options(model)
         if any(k == "default" for k in change):

@@ -218,7 +218,7 @@ def load_results(dirs: Iterable[str]) -> list[EpisodeRecord]:
     """
     from pathlib import Path
 
-    from stateflow.tasks.harness.records import ResultsFile
+    from stateflow.tasks.harness.records import ResultsFile, check_results_file
 
     out: list[EpisodeRecord] = []
     for d in dirs:
@@ -226,5 +226,6 @@ def load_results(dirs: Iterable[str]) -> list[EpisodeRecord]:
         path = p if p.is_file() else p / "results.jsonl"
         if not path.exists():
             raise FileNotFoundError(f"{path}: no results here (run `stateflow run ... --out {d}` first)")
+        check_results_file(path)
         out.extend(ResultsFile(path).load().records)
     return latest_records(out)

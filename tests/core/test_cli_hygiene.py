@@ -112,3 +112,27 @@ def test_data_locate_fails_when_files_are_missing(tmp_path, monkeypatch, capsys)
     assert main(["data", "locate", "--data", str(tmp_path), "--only", "sql"]) == 1
     err = capsys.readouterr().err
     assert "3 of 3 InterCode file(s) missing" in err and "stateflow data fetch" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "intercode-sql", "--tasks", "bogus"],
+        ["run", "intercode-sql", "--out", "__FILE__"],
+        ["optimize", str(ROOT / "examples/optimize/sql-measure-small.toml"), "--out", "__FILE__"],
+    ],
+)
+def test_a_bad_argument_is_refused_before_the_heavy_imports(argv, tmp_path):
+    # regression ([edges] 16): rejecting an invalid --tasks cost 4-5 s of CPU (AutoGen, every benchmark)
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    argv = [str(afile) if a == "__FILE__" else a for a in argv]
+    probe = (
+        "import sys\nfrom stateflow.cli.main import main\n"
+        f"code = main({argv!r})\n"
+        "print(code, 'autogen' in sys.modules, 'stateflow.tasks.harness.runner' in sys.modules, file=sys.stderr)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    *message, verdict = p.stderr.strip().splitlines()
+    assert verdict.split() == ["1", "False", "False"], p.stderr
+    assert message[-1].startswith("error: --"), message
