@@ -45,6 +45,9 @@ def _responder(model, messages, body):
     return "the db host is up"
 
 
+_JSON = {"content-type": "application/json"}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -164,7 +167,7 @@ def test_an_agui_client_watches_states_tokens_and_tools_then_answers_the_interru
 
 def test_malformed_requests_get_a_4xx_with_a_reason():
     with _served(_plain_flow(), lambda m, msgs, b: "hi") as (base, srv, store):
-        r = httpx.post(f"{base}/agui", content=b"{not json")
+        r = httpx.post(f"{base}/agui", content=b"{not json", headers=_JSON)
         assert r.status_code == 422 and "RunAgentInput" in r.json()["error"]
         r = httpx.post(f"{base}/agui", json={"threadId": "x"})
         assert r.status_code == 422 and any(d["loc"] == ["runId"] for d in r.json()["detail"])
@@ -172,7 +175,7 @@ def test_malformed_requests_get_a_4xx_with_a_reason():
         assert r.status_code == 400 and "no user message" in r.json()["error"]
         r = httpx.post(f"{base}/agui", json=_input("../../etc"))
         assert r.status_code == 400 and "thread_id" in r.json()["error"]
-        r = httpx.post(f"{base}/agui", content=b"x" * (2 << 20))
+        r = httpx.post(f"{base}/agui", content=b"x" * (2 << 20), headers=_JSON)
         assert r.status_code == 413
         resume = [{"interruptId": "nope@0", "status": "resolved", "payload": "y"}]
         assert httpx.post(f"{base}/agui", json=_input("nope", resume=resume)).status_code == 404
