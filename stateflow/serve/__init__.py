@@ -47,7 +47,9 @@ def bind(host: str, port: int, access: ServeAccess) -> socket.socket:
     except OSError as err:
         sock.close()
         if err.errno == errno.EADDRINUSE:
-            raise ConfigError(f"port {port} on {host} is taken (another server listens there): choose another --port") from None
+            raise ConfigError(
+                f"port {port} on {host} is taken (another server listens there): choose another --port"
+            ) from None
         raise ConfigError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
     except (OverflowError, socket.gaierror) as err:
         sock.close()

@@ -168,13 +168,13 @@ class ServeAccess:
                 )
             origins.append(norm)
         object.__setattr__(self, "origins", tuple(dict.fromkeys(origins)))
-        if self.token is not None:
-            if len(self.token) < _MIN_TOKEN or not all(33 <= ord(c) <= 126 for c in self.token):
-                raise ConfigError(
-                    f"the serve token (--token or ${TOKEN_ENV}) must be at least {_MIN_TOKEN} visible ASCII "
-                    "characters without spaces; make one with: python -c 'import secrets; "
-                    "print(secrets.token_urlsafe(32))'"
-                )
+        token = self.token
+        if token is not None and (len(token) < _MIN_TOKEN or not all(33 <= ord(c) <= 126 for c in token)):
+            raise ConfigError(
+                f"the serve token (--token or ${TOKEN_ENV}) must be at least {_MIN_TOKEN} visible ASCII "
+                "characters without spaces; make one with: python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))'"
+            )
 
     def with_host(self, host: str) -> ServeAccess:
         """These settings answering ``host`` too (a bound address clients use)."""
@@ -400,19 +400,19 @@ class ServeGuard:
             own = _origin(f"{scope.get('scheme', 'http')}://{host}")
             if norm is not None and norm != own and norm in self.access.origins:
                 cors = norm
-            elif norm is None or norm != own:
-                if scope["method"] not in ("GET", "HEAD"):
-                    raise Refused(
-                        403,
-                        f"Origin {origin[:100]!r} may not call this server (a page of another site); "
-                        "allow a front end's origin with --allow-origin",
-                    )
+            elif norm != own and scope["method"] not in ("GET", "HEAD"):  # a page of another site
+                raise Refused(
+                    403,
+                    f"Origin {origin[:100]!r} may not call this server (a page of another site); "
+                    "allow a front end's origin with --allow-origin",
+                )
         if scope["method"] == "OPTIONS" and cors is not None:
             return cors  # a CORS preflight carries no credentials: answered for allowed origins only
         if not self.access.token_ok(headers.get("authorization")):
             raise Refused(
                 401,
-                f"this server needs its token: send 'Authorization: Bearer TOKEN' (the server's --token / ${TOKEN_ENV})",
+                "this server needs its token: send 'Authorization: Bearer TOKEN' "
+                f"(the server's --token / ${TOKEN_ENV})",
                 {"www-authenticate": "Bearer"},
             )
         return cors
