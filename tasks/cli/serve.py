@@ -164,7 +164,8 @@ def register(app: typer.Typer) -> None:
                 _announce(console, assignment)
                 console.print(
                     f"serving flow [bold]{escape(the_flow.name)}[/] at {escape(url)}: /agui (AG-UI), /a2a/ (A2A)"
-                    + (" (token required)" if token else "")
+                    + (" (token required)" if token else ""),
+                    soft_wrap=True,  # one line, whatever the width: logs and scripts read it
                 )
 
             # serve binds first: a taken port, a bad address, no token off the loopback fail before `ready`
