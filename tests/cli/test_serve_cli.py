@@ -101,7 +101,9 @@ def test_an_unreachable_store_is_one_line_without_its_password(tmp_path):
     assert "s3cret" not in line and "alice:***" in line
     folder = tmp_path / "a-folder"
     folder.mkdir()
-    _one_line(_serve(project, "--config", "models.toml", "--checkpoints", str(folder), "--port", port), "unavailable")
+    _one_line(
+        _serve(project, "--config", "models.toml", "--checkpoints", str(folder), "--port", port), "is a directory"
+    )
 
 
 def test_an_exposed_address_needs_a_token_and_a_bad_token_is_not_echoed(tmp_path):
