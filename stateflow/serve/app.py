@@ -272,15 +272,15 @@ def build_app(
         try:
             check_input(incoming, limits)
             await asyncio.to_thread(_plan, service, incoming)  # refuse what cannot run before streaming
-            if not slots.take():
-                raise slots.busy(limits.retry_after_s)
         except Refused as err:
-            return refuse(err.status, err.reason, headers=err.headers)
+            return refuse(err.status, err.reason)
         except StateFlowError as err:
             return refuse(409, f"{type(err).__name__}: {err}")
         encoder = EventEncoder(accept=request.headers.get("accept"))
-        events = _agui_events(incoming, encoder)
-        return _SlotResponse(events, slots, media_type=encoder.get_content_type())
+        if not slots.take():  # taken last: the response below gives it back, however it ends
+            busy = slots.busy(limits.retry_after_s)
+            return refuse(busy.status, busy.reason, headers=busy.headers)
+        return _SlotResponse(_agui_events(incoming, encoder), slots, media_type=encoder.get_content_type())
 
     async def _agui_events(incoming: RunAgentInput, encoder: EventEncoder) -> AsyncIterator[str]:
         async with locks.hold(incoming.thread_id):

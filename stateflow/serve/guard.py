@@ -55,6 +55,7 @@ LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 #: The environment variable ``stateflow serve`` reads its bearer token from (``--token`` wins).
 TOKEN_ENV = "STATEFLOW_SERVE_TOKEN"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_SINGLE = frozenset({"host", "origin", "authorization", "content-type", "content-length"})
 _MIN_TOKEN = 16
 
 Scope = MutableMapping[str, Any]
@@ -362,8 +363,16 @@ class ServeGuard:
         if scope["type"] != "http":  # lifespan (no websocket route exists)
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers: dict[str, str] = {}
+        twice = None
+        for k, v in scope["headers"]:
+            name = k.decode("latin-1").lower()
+            if name in headers and name in _SINGLE:
+                twice = name
+            headers[name] = v.decode("latin-1")
         try:
+            if twice is not None:  # which one would a route read? Neither: refused
+                raise Refused(400, f"the request has more than one {twice!r} header")
             cors = self._check(scope, headers)
             if scope["method"] == "OPTIONS" and cors is not None:
                 await self._preflight(send, cors)

@@ -144,7 +144,7 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         # Everything is checked before anything is announced: a failure is its one line.
         access = ServeAccess(
-            hosts=(*LOOPBACK_HOSTS, *(allow_host or ())), origins=tuple(allow_origin or ()), token=token
+            hosts=(*LOOPBACK_HOSTS, *(allow_host or ())), origins=tuple(allow_origin or ()), token=token or None
         )
         limits = ServeLimits(
             max_body_bytes=max_body,

@@ -172,3 +172,15 @@ def test_serve_refuses_a_non_loopback_address_without_a_token():
 
     with pytest.raises(ConfigError, match="serves other machines: give a token"):
         serve(FlowService(_flow(), MemoryCheckpointer()), host="0.0.0.0", port=1)
+
+
+def test_a_header_that_decides_a_check_may_not_come_twice():
+    with served(_flow(), _reply) as (base, srv, store):
+        for name, values in (
+            ("origin", ["http://evil.example", base]),
+            ("content-type", ["text/plain", "application/json"]),
+        ):
+            headers = [(name, v) for v in values] + [("accept", "text/event-stream")]
+            r = httpx.post(f"{base}/agui", json=agui_input("t"), headers=httpx.Headers(headers))
+            assert r.status_code == 400 and f"more than one '{name}'" in r.json()["error"], r.text
+        _nothing_ran(srv, store)
