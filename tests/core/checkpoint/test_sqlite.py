@@ -8,8 +8,8 @@ import random
 import signal
 import sqlite3
 import subprocess
-import time
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
