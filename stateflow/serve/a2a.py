@@ -303,11 +303,13 @@ def a2a_app(
     *,
     limits: ServeLimits | None = None,
     slots: RunSlots | None = None,
+    bearer: bool = False,
 ) -> Starlette:
     """The A2A Starlette application serving ``service``'s flow; ``url`` is where it is mounted
     (written into the agent card: callers post their JSON-RPC requests there). ``limits`` and
-    ``slots`` are the server's (default: :class:`~stateflow.serve.guard.ServeLimits`, own slots)."""
-    from a2a.compat.v0_3.types import AgentSkill
+    ``slots`` are the server's (default: :class:`~stateflow.serve.guard.ServeLimits`, own slots);
+    ``bearer``: the server needs a bearer token, which the card declares as its security scheme."""
+    from a2a.compat.v0_3.types import AgentSkill, HTTPAuthSecurityScheme, SecurityScheme
     from autogen import ConversableAgent
     from autogen.a2a import A2aAgentServer, CardSettings
 
@@ -330,6 +332,10 @@ def a2a_app(
         name, llm_config=False, human_input_mode="NEVER", code_execution_config=False, description=description
     )
     skill = AgentSkill(id=name, name=flow.name, description=description, tags=["stateflow", "flow"])
-    app = FlowServer(card_agent, url=url, agent_card=CardSettings(skills=[skill])).build()
+    security: dict[str, Any] = {}
+    if bearer:
+        scheme = HTTPAuthSecurityScheme(scheme="bearer", description="the server's token (stateflow serve --token)")
+        security = {"security_schemes": {"bearer": SecurityScheme(root=scheme)}, "security": [{"bearer": []}]}
+    app = FlowServer(card_agent, url=url, agent_card=CardSettings(skills=[skill], **security)).build()
     app.add_middleware(A2AGate, limits=limits, slots=slots)
     return app

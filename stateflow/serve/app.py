@@ -330,7 +330,8 @@ def build_app(
 
     from stateflow.serve.a2a import a2a_app
 
-    a2a = a2a_app(service, f"{base_url.rstrip('/')}/a2a/", locks, limits=limits, slots=slots)
+    bearer = access.token is not None
+    a2a = a2a_app(service, f"{base_url.rstrip('/')}/a2a/", locks, limits=limits, slots=slots, bearer=bearer)
     routes = [
         Route("/agui", agui, methods=["POST"]),
         Route("/threads/{thread_id}", thread, methods=["GET"]),

@@ -145,6 +145,10 @@ def test_with_a_token_every_request_needs_it():
         with httpx.stream("POST", f"{base}/agui", json=agui_input("t"), headers=auth, timeout=30) as r:
             assert r.status_code == 200
             assert any('"RUN_FINISHED"' in line for line in r.iter_lines())
+        card = httpx.get(f"{base}/a2a/.well-known/agent-card.json", headers=auth).json()
+        declared = card["securitySchemes"]["bearer"]  # the card declares the token (0.3 and 1.x fields)
+        assert declared["scheme"] == "bearer" and declared["httpAuthSecurityScheme"]["scheme"] == "bearer"
+        assert card["security"] == [{"bearer": []}]
         # AG2's A2A client, given the header, works as without a token
         remote = A2aRemoteAgent(url=f"{base}/a2a", name="remote", client=HttpxClientFactory(headers=auth))
         ok, reply = asyncio.run(remote.a_generate_remote_reply(messages=[{"role": "user", "content": "hi"}]))
