@@ -180,3 +180,24 @@ def test_served_threads_leave_no_lock_files(tmp_path):
     assert len(store.threads()) == 6 and {t.status.value for t in store.threads()} == {"paused"}
     assert list((tmp_path / "threads.db.claims").iterdir()) == []
     store.close()
+
+
+def test_a_run_slot_comes_back_however_its_request_ended():
+    words = " ".join(f"w{i}" for i in range(100))
+    limits = ServeLimits(max_runs=1)
+    with served(_flow(), lambda m, msgs, b: words, limits=limits, chunk_delay_s=0.01) as (base, srv, store):
+        with httpx.stream("POST", f"{base}/agui", json=agui_input("gone"), timeout=30) as r:
+            for line in r.iter_lines():
+                if '"TEXT_MESSAGE_CONTENT"' in line:
+                    break  # the client leaves mid-stream
+        deadline = time.monotonic() + 10
+        while (srv.active or store.latest("gone").status.value == "running") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        while True:  # the one slot comes back once the run's thread has ended (without it: 503 for ever)
+            r = httpx.post(f"{base}/a2a/", json=_a2a([_text("next")]), timeout=30)
+            if r.status_code != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert r.status_code == 200 and r.json()["result"]["status"]["state"] == "completed"
+        r = httpx.post(f"{base}/agui", json=agui_input("after-a2a"), timeout=30)  # and after the A2A run
+        assert r.status_code == 200 and '"RUN_FINISHED"' in r.text
