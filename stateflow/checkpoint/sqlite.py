@@ -116,8 +116,10 @@ class SQLiteCheckpointer:
         - ``claim`` holds an exclusive ``flock`` on a sidecar file (``<path>.claims/<hash>.lock``):
           the kernel releases it when the holder closes it or dies, so a ``kill -9`` leaves no
           stale claim, with no liveness polling and no pid-reuse ambiguity. ``flock`` locks belong
-          to an open file, so two threads of one process exclude each other too. Like SQLite's WAL
-          itself, this needs a local file system (not NFS).
+          to an open file, so two threads of one process exclude each other too. The file is
+          removed when its claim ends (by its holder, under the lock: safe against a concurrent
+          claimer, see ``_locked``), so the folder does not grow with every thread ever run. Like
+          SQLite's WAL itself, this needs a local file system (not NFS).
 
     Args:
         path: the database file (created with its tables if missing).
@@ -354,20 +356,12 @@ class SQLiteCheckpointer:
 
     @contextmanager
     def claim(self, thread_id: str, owner: str) -> Iterator[None]:
-        """See :meth:`stateflow.checkpoint.Checkpointer.claim` (a ``flock`` on a sidecar file)."""
+        """See :meth:`stateflow.checkpoint.Checkpointer.claim` (a ``flock`` on a sidecar file,
+        removed again when the claim ends: the folder holds files of claimed threads only)."""
         # Hashed name: a thread id may hold any character, a file name may not.
         path = self._claims_dir / (hashlib.sha256(thread_id.encode("utf-8")).hexdigest()[:32] + ".lock")
-        try:  # the directory is made by the first claim (or again, if someone removed it)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:
-            self._claims_dir.mkdir(exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._locked(path, thread_id)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or None
-                raise ThreadBusy(thread_id, holder) from None
             # Who holds it, for the other side's message (the lock, not this text, is the claim).
             note = f"{owner} (pid {os.getpid()}, host {os.uname().nodename})".encode()
             os.ftruncate(fd, 0)
@@ -376,9 +370,52 @@ class SQLiteCheckpointer:
                 yield
             finally:
                 os.ftruncate(fd, 0)
+                # Removed while still locked, and only by the lock's holder: see _locked for why no
+                # other claimer can be left holding a lock on a file that is no longer the claim.
+                path.unlink(missing_ok=True)
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    def _locked(self, path: Path, thread_id: str) -> int:
+        """An open descriptor of ``path``, exclusively ``flock``-ed, that is still the file at ``path``.
+
+        Why removing the file at release is safe: the file at ``path`` is only ever unlinked by
+        the holder of its lock (above), while holding it. A claimer that opened the file just
+        before that unlink gets the lock once it is released, on a file no longer at ``path``;
+        it then sees that the path is gone or names another file (another inode) and starts
+        over with the file now at ``path`` (created anew if need be). So whoever returns from
+        here holds the lock on the one file at ``path``, and two claimers never hold locks on
+        two different files for one thread. The check needs the lock first: before it, the
+        file could still be unlinked. A file left by a holder that was killed (``kill -9``)
+        is not locked by anyone: the next claim of its thread takes it and removes it at the end.
+
+        Raises:
+            ThreadBusy: another holder has the lock (its note names it).
+        """
+        while True:
+            try:  # the directory is made by the first claim (or again, if someone removed it)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                self._claims_dir.mkdir(exist_ok=True)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or None
+                os.close(fd)
+                raise ThreadBusy(thread_id, holder) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            try:
+                current = os.stat(path)
+            except FileNotFoundError:
+                current = None
+            mine = os.fstat(fd)
+            if current is not None and (current.st_dev, current.st_ino) == (mine.st_dev, mine.st_ino):
+                return fd
+            os.close(fd)  # the file was removed by the holder it waited for: claim the path's file anew
 
     def close(self) -> None:
         """Close every connection this object opened (from any thread); the file stays."""

@@ -15,7 +15,11 @@ continued. :class:`FlowExecutor` takes its place:
   the task completes; a failed run is a failed task (sending another message continues the thread
   from its last checkpoint); a message for a finished conversation is rejected;
 * messages for one conversation are served one at a time (the lock AG-UI requests use too);
-  ``tasks/cancel`` cancels a task and stops its run.
+  ``tasks/cancel`` cancels a task and stops its run;
+* the server's limits hold here too (:class:`A2AGate` before AG2's server): an A2A message with
+  more parts or text than :class:`~stateflow.serve.guard.ServeLimits` allows is refused with 413,
+  one beyond the server's runs at once with 503 and ``Retry-After``; a run past the time-out is
+  a failed task.
 
 Another agent calls the flow with AG2's own client, ``autogen.a2a.A2aRemoteAgent(url=...)``.
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import re
 import uuid
 from contextlib import aclosing
@@ -39,14 +44,29 @@ from stateflow.errors import StateFlowError
 from stateflow.events import RunFinished, TokenDelta
 from stateflow.fingerprint import flow_fingerprint
 from stateflow.live import astream_call
-from stateflow.serve.guard import Refused, ThreadLocks
+from stateflow.serve.guard import (
+    Receive,
+    Refused,
+    RunSlots,
+    Scope,
+    Send,
+    ServeLimits,
+    ThreadLocks,
+    read_body,
+    replay,
+    send_refusal,
+    within,
+)
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from stateflow.serve.app import FlowService, RunCall
 
-__all__ = ["FlowExecutor", "a2a_app", "thread_for_context"]
+__all__ = ["A2AGate", "FlowExecutor", "a2a_app", "check_message", "thread_for_context"]
+
+#: The JSON-RPC methods that run the flow (A2A 0.3 names and the 1.x ones AG2's server takes too).
+RUN_METHODS = frozenset({"message/send", "message/stream", "SendMessage", "SendStreamingMessage"})
 
 _SAFE_CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,118}$")
 
@@ -89,17 +109,88 @@ def plan_message(service: FlowService, thread_id: str, text: str) -> RunCall:
     return service.continuer(thread_id, None)  # crashed or failed: on from its last checkpoint
 
 
+def check_message(request: Any, limits: ServeLimits) -> None:
+    """Refuse (413) a run request whose message has more parts, or more text, than ``limits``.
+
+    ``request`` is the parsed JSON-RPC body; anything that is not a run request, or not shaped
+    like one, is left to AG2's server (which answers malformed requests itself).
+    """
+    if not isinstance(request, dict) or request.get("method") not in RUN_METHODS:
+        return
+    params = request.get("params")
+    message = params.get("message") if isinstance(params, dict) else None
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if not isinstance(parts, list):
+        return
+    if len(parts) > limits.max_messages:
+        raise Refused(
+            413, f"the message has {len(parts)} parts; this server takes at most {limits.max_messages} (--max-messages)"
+        )
+    size = 0
+    for part in parts:
+        text = part.get("text") if isinstance(part, dict) else None
+        size += len(text) if isinstance(text, str) else len(json.dumps(part))
+    if size > limits.max_message_chars:
+        raise Refused(
+            413,
+            f"the message has {size} characters; this server takes at most {limits.max_message_chars} "
+            "(--max-message-chars)",
+        )
+
+
+class A2AGate:
+    """ASGI middleware before AG2's A2A server: a run request (``message/send``, ``message/stream``)
+    is checked against the limits (:func:`check_message`) and refused with 503 when the server
+    runs :attr:`~stateflow.serve.guard.ServeLimits.max_runs` runs already. The body was read (and
+    its size checked) by :class:`~stateflow.serve.guard.ServeGuard`."""
+
+    def __init__(self, app: Any, *, limits: ServeLimits, slots: RunSlots):
+        self.app, self.limits, self.slots = app, limits, slots
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await read_body(receive, self.limits.max_body_bytes)
+        except Refused as refused:
+            await send_refusal(send, refused)
+            return
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None  # AG2's server answers with a JSON-RPC parse error
+        try:
+            check_message(request, self.limits)
+            if isinstance(request, dict) and request.get("method") in RUN_METHODS and self.slots.full():
+                raise self.slots.busy(self.limits.retry_after_s)
+        except Refused as refused:
+            await send_refusal(send, refused)
+            return
+        await self.app(scope, replay(body, receive), send)
+
+
 class FlowExecutor(AgentExecutor):
     """Runs the served flow for each A2A message; one durable thread per conversation.
 
     Args:
         service: the flow, its models and the checkpointer.
         locks: the per-thread locks shared with the server's other routes.
+        limits: the server's limits (the run time-out is applied here).
+        slots: the server's runs in flight, shared with its other routes.
     """
 
-    def __init__(self, service: FlowService, locks: ThreadLocks):
+    def __init__(
+        self,
+        service: FlowService,
+        locks: ThreadLocks,
+        limits: ServeLimits | None = None,
+        slots: RunSlots | None = None,
+    ):
         self.service = service
         self.locks = locks
+        self.limits = limits or ServeLimits()
+        self.slots = slots or RunSlots(self.limits.max_runs)
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         """Serve one message: start, answer or continue the conversation's thread."""
@@ -125,14 +216,20 @@ class FlowExecutor(AgentExecutor):
         if text is None:
             await updater.reject(self._message(updater, "the message carries no text to run the flow on"))
             return
-        thread_id = thread_for_context(context_id)
-        async with self.locks.hold(thread_id):
-            try:
-                call = await asyncio.to_thread(plan_message, self.service, thread_id, text)
-            except (Refused, StateFlowError) as err:
-                await updater.reject(self._message(updater, str(err)))
-                return
-            await self._run(call, thread_id, updater)
+        if not self.slots.take():  # the gate saw a free slot, but others took them meanwhile
+            await updater.reject(self._message(updater, self.slots.busy(self.limits.retry_after_s).reason))
+            return
+        try:
+            thread_id = thread_for_context(context_id)
+            async with self.locks.hold(thread_id):
+                try:
+                    call = await asyncio.to_thread(plan_message, self.service, thread_id, text)
+                except (Refused, StateFlowError) as err:
+                    await updater.reject(self._message(updater, str(err)))
+                    return
+                await self._run(call, thread_id, updater)
+        finally:
+            self.slots.give()
 
     async def _run(self, call: RunCall, thread_id: str, updater: TaskUpdater) -> None:
         from autogen.a2a.utils import copy_artifact, make_artifact, to_core_parts
@@ -142,7 +239,7 @@ class FlowExecutor(AgentExecutor):
         result = None
         try:
             async with aclosing(astream_call(call)) as events:
-                async for event in events:
+                async for event in within(events, self.limits.run_timeout_s):
                     if isinstance(event, TokenDelta):
                         artifact = copy_artifact(artifact, {"content": event.text})
                         await updater.add_artifact(
@@ -155,6 +252,13 @@ class FlowExecutor(AgentExecutor):
                         streamed = True
                     elif isinstance(event, RunFinished):
                         result = event.result
+        except TimeoutError:
+            message = (
+                f"the run took longer than the server's time-out of {self.limits.run_timeout_s:g} s (its --timeout) "
+                "and was cancelled; send another message to continue the conversation from its last checkpoint"
+            )
+            await updater.failed(self._message(updater, message))
+            return
         except StateFlowError as err:  # the run could not start (e.g. another process holds the thread)
             await updater.failed(self._message(updater, f"{type(err).__name__}: {err}"))
             return
@@ -192,15 +296,27 @@ class FlowExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def a2a_app(service: FlowService, url: str, locks: ThreadLocks | None = None) -> Starlette:
+def a2a_app(
+    service: FlowService,
+    url: str,
+    locks: ThreadLocks | None = None,
+    *,
+    limits: ServeLimits | None = None,
+    slots: RunSlots | None = None,
+    bearer: bool = False,
+) -> Starlette:
     """The A2A Starlette application serving ``service``'s flow; ``url`` is where it is mounted
-    (written into the agent card: callers post their JSON-RPC requests there)."""
-    from a2a.compat.v0_3.types import AgentSkill
+    (written into the agent card: callers post their JSON-RPC requests there). ``limits`` and
+    ``slots`` are the server's (default: :class:`~stateflow.serve.guard.ServeLimits`, own slots);
+    ``bearer``: the server needs a bearer token, which the card declares as its security scheme."""
+    from a2a.compat.v0_3.types import AgentSkill, HTTPAuthSecurityScheme, SecurityScheme
     from autogen import ConversableAgent
     from autogen.a2a import A2aAgentServer, CardSettings
 
     flow = service.flow
-    executor = FlowExecutor(service, locks or ThreadLocks())
+    limits = limits or ServeLimits()
+    slots = slots or RunSlots(limits.max_runs)
+    executor = FlowExecutor(service, locks or ThreadLocks(), limits, slots)
     description = flow.description or f"StateFlow flow {flow.name!r} (states: {', '.join(flow.states)})"
     name = _agent_name(flow.name)
 
@@ -216,4 +332,10 @@ def a2a_app(service: FlowService, url: str, locks: ThreadLocks | None = None) ->
         name, llm_config=False, human_input_mode="NEVER", code_execution_config=False, description=description
     )
     skill = AgentSkill(id=name, name=flow.name, description=description, tags=["stateflow", "flow"])
-    return FlowServer(card_agent, url=url, agent_card=CardSettings(skills=[skill])).build()
+    security: dict[str, Any] = {}
+    if bearer:
+        scheme = HTTPAuthSecurityScheme(scheme="bearer", description="the server's token (stateflow serve --token)")
+        security = {"security_schemes": {"bearer": SecurityScheme(root=scheme)}, "security": [{"bearer": []}]}
+    app = FlowServer(card_agent, url=url, agent_card=CardSettings(skills=[skill], **security)).build()
+    app.add_middleware(A2AGate, limits=limits, slots=slots)
+    return app

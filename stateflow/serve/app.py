@@ -12,6 +12,11 @@ Routes (all JSON bodies validated with pydantic; a bad request gets a 4xx naming
   server around the flow (:mod:`stateflow.serve.a2a`).
 * ``GET /health``.
 
+Every request first passes :class:`~stateflow.serve.guard.ServeGuard` (``Host``, ``Origin``,
+token, ``application/json``, body size: :class:`~stateflow.serve.guard.ServeAccess`); the routes
+then apply :class:`~stateflow.serve.guard.ServeLimits` (messages, their length, runs at once,
+run time-out). Every refusal comes before anything is written to the checkpointer.
+
 Threads are saved in the service's checkpointer (:mod:`stateflow.checkpoint`): a paused run
 waits there, across server restarts, until a request answers it. Requests for one thread are
 served one at a time (a per-thread lock; the checkpointer's claim guards other processes). A
@@ -22,6 +27,7 @@ is joined and its model stream closed.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
@@ -32,6 +38,7 @@ from ag_ui.core import RunAgentInput, RunErrorEvent
 from ag_ui.encoder import EventEncoder
 from pydantic import ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -44,14 +51,13 @@ from stateflow.fingerprint import flow_fingerprint
 from stateflow.flow import Flow
 from stateflow.live import astream_call
 from stateflow.serve.agui import AGUITranslator, interrupt_id
-from stateflow.serve.guard import Refused, ThreadLocks
+from stateflow.serve.guard import Refused, RunSlots, ServeAccess, ServeGuard, ServeLimits, ThreadLocks, within
 from stateflow.threads import load_position
 from stateflow.trace import RunResult
 from stateflow.views import View
 
 __all__ = ["FlowService", "build_app"]
 
-MAX_BODY_BYTES = 1 << 20  # a run request is a few messages; anything larger is refused (413)
 _THREAD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 
 RunCall = Callable[[Callable[[Event], None]], RunResult]
@@ -136,6 +142,43 @@ def _task_of(incoming: RunAgentInput) -> str:
     raise Refused(400, "messages holds no user message: the flow runs on the last one")
 
 
+def _chars(content: Any) -> int:
+    """The length of a message's content: its text, else its JSON (multimodal parts)."""
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        content = [c.model_dump(mode="json") if hasattr(c, "model_dump") else c for c in content]
+    return len(json.dumps(content, default=str))
+
+
+def check_input(incoming: RunAgentInput, limits: ServeLimits) -> None:
+    """Refuse (413) a request with more messages, or a longer message or answer, than ``limits``."""
+    if len(incoming.messages) > limits.max_messages:
+        raise Refused(
+            413,
+            f"messages holds {len(incoming.messages)} messages; this server takes at most "
+            f"{limits.max_messages} per request (its --max-messages)",
+        )
+    for i, m in enumerate(incoming.messages):
+        size = _chars(getattr(m, "content", None))
+        if size > limits.max_message_chars:
+            raise Refused(
+                413,
+                f"message {i} ({m.role}) has {size} characters; this server takes at most "
+                f"{limits.max_message_chars} (its --max-message-chars)",
+            )
+    for entry in incoming.resume or []:
+        size = _chars(entry.payload)
+        if size > limits.max_message_chars:
+            raise Refused(
+                413,
+                f"the answer to interrupt {entry.interrupt_id[:80]!r} has {size} characters; this server takes "
+                f"at most {limits.max_message_chars} (its --max-message-chars)",
+            )
+
+
 def _plan(service: FlowService, incoming: RunAgentInput) -> RunCall:
     """What a request asks for, checked against its thread's latest checkpoint.
 
@@ -174,36 +217,70 @@ def _plan(service: FlowService, incoming: RunAgentInput) -> RunCall:
     return service.continuer(thread_id, entry.payload)
 
 
-def build_app(service: FlowService, *, base_url: str) -> Starlette:
-    """The HTTP application serving ``service``'s flow; ``base_url`` is where clients reach it
-    (the A2A agent card names ``{base_url}/a2a/``)."""
-    locks = ThreadLocks()
+class _SlotResponse(StreamingResponse):
+    """A stream holding a run slot: the run is closed (its thread joined) and its slot given back
+    when the response ends, however it ends (even when its stream never started)."""
 
-    def refuse(status: int, reason: str, detail: Any = None) -> JSONResponse:
+    def __init__(self, content: AsyncIterator[str], slots: RunSlots, **kwargs: Any):
+        super().__init__(content, **kwargs)
+        self._events, self._slots = content, slots
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            try:
+                await self._events.aclose()  # type: ignore[attr-defined]
+            finally:
+                self._slots.give()
+
+
+def build_app(
+    service: FlowService,
+    *,
+    base_url: str,
+    access: ServeAccess | None = None,
+    limits: ServeLimits | None = None,
+) -> Starlette:
+    """The HTTP application serving ``service``'s flow.
+
+    Args:
+        service: the flow, its models and its checkpointer.
+        base_url: where clients reach the server (the A2A agent card names ``{base_url}/a2a/``).
+        access: allowed hosts and origins, and the token (default: loopback names, the server's
+            own origin only, no token).
+        limits: body size, messages, runs at once, run time-out (default: :class:`ServeLimits`).
+    """
+    access = access or ServeAccess()
+    limits = limits or ServeLimits()
+    locks = ThreadLocks()
+    slots = RunSlots(limits.max_runs)
+
+    def refuse(status: int, reason: str, detail: Any = None, headers: dict[str, str] | None = None) -> JSONResponse:
         body: dict[str, Any] = {"error": reason}
         if detail is not None:
             body["detail"] = detail
-        return JSONResponse(body, status_code=status)
+        return JSONResponse(body, status_code=status, headers=headers)
 
     async def agui(request: Request) -> Response:
-        if int(request.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            return refuse(413, f"request body larger than {MAX_BODY_BYTES} bytes")
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            return refuse(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        raw = await request.body()  # at most limits.max_body_bytes: the guard read it
         try:
             incoming = RunAgentInput.model_validate_json(raw)
         except ValidationError as err:
             problems = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in err.errors(include_url=False)]
             return refuse(422, "the body is not a valid AG-UI RunAgentInput", problems)
         try:
+            check_input(incoming, limits)
             await asyncio.to_thread(_plan, service, incoming)  # refuse what cannot run before streaming
         except Refused as err:
             return refuse(err.status, err.reason)
         except StateFlowError as err:
             return refuse(409, f"{type(err).__name__}: {err}")
         encoder = EventEncoder(accept=request.headers.get("accept"))
-        return StreamingResponse(_agui_events(incoming, encoder), media_type=encoder.get_content_type())
+        if not slots.take():  # taken last: the response below gives it back, however it ends
+            busy = slots.busy(limits.retry_after_s)
+            return refuse(busy.status, busy.reason, headers=busy.headers)
+        return _SlotResponse(_agui_events(incoming, encoder), slots, media_type=encoder.get_content_type())
 
     async def _agui_events(incoming: RunAgentInput, encoder: EventEncoder) -> AsyncIterator[str]:
         async with locks.hold(incoming.thread_id):
@@ -215,9 +292,15 @@ def build_app(service: FlowService, *, base_url: str) -> Starlette:
             translator = AGUITranslator(incoming.thread_id, incoming.run_id)
             try:
                 async with aclosing(astream_call(call)) as events:
-                    async for event in events:
+                    async for event in within(events, limits.run_timeout_s):
                         for out in translator.translate(event):
                             yield encoder.encode(out)
+            except TimeoutError:
+                message = (
+                    f"the run took longer than the server's time-out of {limits.run_timeout_s:g} s (its --timeout) "
+                    "and was cancelled; its thread is kept at its last checkpoint"
+                )
+                yield encoder.encode(RunErrorEvent(message=message, code="timeout"))
             except StateFlowError as err:  # the run could not start (e.g. another process holds the thread)
                 yield encoder.encode(RunErrorEvent(message=f"{type(err).__name__}: {err}", code="not_started"))
 
@@ -247,10 +330,12 @@ def build_app(service: FlowService, *, base_url: str) -> Starlette:
 
     from stateflow.serve.a2a import a2a_app
 
+    bearer = access.token is not None
+    a2a = a2a_app(service, f"{base_url.rstrip('/')}/a2a/", locks, limits=limits, slots=slots, bearer=bearer)
     routes = [
         Route("/agui", agui, methods=["POST"]),
         Route("/threads/{thread_id}", thread, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
-        Mount("/a2a", app=a2a_app(service, f"{base_url.rstrip('/')}/a2a/", locks)),
+        Mount("/a2a", app=a2a),
     ]
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, middleware=[Middleware(ServeGuard, access=access, limits=limits)])

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
-import uvicorn
 
-from stateflow import LLM, Flow, Human, MemoryCheckpointer, ModelProfile, Prompt, State, Transition, run
-from stateflow.serve import FlowService, build_app
-from stateflow.testing.fake_openai import FakeOpenAIServer
+from stateflow import LLM, Flow, Human, ModelProfile, Prompt, State, Transition, run
+from tests.serve.served import JSON as _JSON
+from tests.serve.served import agui_input as _input
+from tests.serve.served import served as _served
+from tests.serve.served import server_tasks as _server_tasks
 
 
 def ping(host: str) -> str:
@@ -43,68 +41,6 @@ def _responder(model, messages, body):
     if messages[-1].get("content") == "Answer.":
         return {"tool_calls": [{"name": "ping", "arguments": {"host": "db"}}]}
     return "the db host is up"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def _served(flow: Flow, responder, **fake) -> Iterator[tuple[str, FakeOpenAIServer, MemoryCheckpointer]]:
-    with FakeOpenAIServer(responder, **fake) as srv:
-        store = MemoryCheckpointer()
-        profile = ModelProfile(name="p", model="m", base_url=srv.url, api_key_env=None)
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
-        app = build_app(FlowService(flow, store, models=profile), base_url=base)
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        loops: list[asyncio.AbstractEventLoop] = []
-
-        def serve() -> None:
-            with asyncio.Runner() as runner:  # as uvicorn.run: leftover tasks are cancelled at the end
-                loops.append(runner.get_loop())
-                runner.run(server.serve())
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        while not server.started:
-            time.sleep(0.02)
-        _LOOPS[base] = loops[0]
-        try:
-            yield base, srv, store
-        finally:
-            server.should_exit = True
-            thread.join(10)
-            del _LOOPS[base]
-
-
-_LOOPS: dict[str, asyncio.AbstractEventLoop] = {}  # the server's event loop, by base URL (test-only)
-
-
-def _server_tasks(base: str) -> int:
-    """How many asyncio tasks the server's event loop has now."""
-
-    async def count() -> int:
-        return len(asyncio.all_tasks())
-
-    return asyncio.run_coroutine_threadsafe(count(), _LOOPS[base]).result(5)
-
-
-def _input(thread: str, text: str | None = "check the db", resume: list | None = None) -> dict:
-    body = {
-        "threadId": thread,
-        "runId": f"run-{time.monotonic_ns()}",
-        "state": {},
-        "messages": [{"id": "m1", "role": "user", "content": text}] if text is not None else [],
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-    }
-    if resume is not None:
-        body["resume"] = resume
-    return body
 
 
 def _sse(base: str, body: dict) -> list[dict]:
@@ -164,7 +100,7 @@ def test_an_agui_client_watches_states_tokens_and_tools_then_answers_the_interru
 
 def test_malformed_requests_get_a_4xx_with_a_reason():
     with _served(_plain_flow(), lambda m, msgs, b: "hi") as (base, srv, store):
-        r = httpx.post(f"{base}/agui", content=b"{not json")
+        r = httpx.post(f"{base}/agui", content=b"{not json", headers=_JSON)
         assert r.status_code == 422 and "RunAgentInput" in r.json()["error"]
         r = httpx.post(f"{base}/agui", json={"threadId": "x"})
         assert r.status_code == 422 and any(d["loc"] == ["runId"] for d in r.json()["detail"])
@@ -172,7 +108,7 @@ def test_malformed_requests_get_a_4xx_with_a_reason():
         assert r.status_code == 400 and "no user message" in r.json()["error"]
         r = httpx.post(f"{base}/agui", json=_input("../../etc"))
         assert r.status_code == 400 and "thread_id" in r.json()["error"]
-        r = httpx.post(f"{base}/agui", content=b"x" * (2 << 20))
+        r = httpx.post(f"{base}/agui", content=b"x" * (2 << 20), headers=_JSON)
         assert r.status_code == 413
         resume = [{"interruptId": "nope@0", "status": "resolved", "payload": "y"}]
         assert httpx.post(f"{base}/agui", json=_input("nope", resume=resume)).status_code == 404

@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -205,3 +206,70 @@ def test_a_claim_makes_its_directory_again_if_it_was_removed_between_runs(tmp_pa
         pass
     cp.close()
     other.close()
+
+
+def test_a_claims_lock_file_is_removed_when_its_claim_ends(tmp_path: Path) -> None:
+    # issue 59 part 3: the claims folder kept one empty .lock file per thread forever
+    cp = SQLiteCheckpointer(tmp_path / "c.db")
+    claims = tmp_path / "c.db.claims"
+    for n in range(5):
+        with cp.claim(f"thread-{n}", "me"):
+            assert len(list(claims.iterdir())) == 1  # the claim's own file, while it is held
+    assert list(claims.iterdir()) == []
+    with pytest.raises(RuntimeError), cp.claim("failing", "me"):
+        raise RuntimeError("the run failed")
+    assert list(claims.iterdir()) == []  # an exception ends the claim too
+    cp.close()
+
+
+def test_a_file_left_by_a_killed_holder_is_claimed_and_then_removed(tmp_path: Path) -> None:
+    import hashlib
+
+    cp = SQLiteCheckpointer(tmp_path / "c.db")
+    claims = tmp_path / "c.db.claims"
+    claims.mkdir()
+    stale = claims / (hashlib.sha256(b"t").hexdigest()[:32] + ".lock")
+    stale.write_text("killed (pid 1)")  # what a kill -9 leaves: the file, no lock
+    with cp.claim("t", "next"):
+        assert stale.read_text().startswith("next")
+    assert not stale.exists()
+    cp.close()
+
+
+def test_removing_lock_files_never_lets_two_claimers_hold_one_thread(tmp_path: Path) -> None:
+    # Claimers race on one thread while each release removes the file: one that opened the file
+    # just before its removal must not end up holding a lock beside one that made a new file.
+    import threading
+
+    from stateflow.errors import ThreadBusy
+
+    stores = [SQLiteCheckpointer(tmp_path / "c.db") for _ in range(6)]
+    guard = threading.Lock()
+    inside = [0]
+    overlaps: list[int] = []
+    held = [0]
+
+    def claimer(store: SQLiteCheckpointer) -> None:
+        for _ in range(400):
+            try:
+                with store.claim("shared", "racer"):
+                    with guard:
+                        inside[0] += 1
+                        held[0] += 1
+                        if inside[0] > 1:
+                            overlaps.append(inside[0])
+                    time.sleep(0)
+                    with guard:
+                        inside[0] -= 1
+            except ThreadBusy:
+                pass
+
+    workers = [threading.Thread(target=claimer, args=(s,)) for s in stores]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert overlaps == [] and held[0] > 100
+    assert list((tmp_path / "c.db.claims").iterdir()) == []
+    for s in stores:
+        s.close()
