@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import re
+import socket
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -32,6 +34,7 @@ __all__ = [
     "ThreadNotContinuable",
     "ThreadNotFound",
     "ToolError",
+    "listen_error",
     "redact_dsn",
     "redact_secrets",
 ]
@@ -489,3 +492,19 @@ class CheckpointMismatch(CheckpointError):
             f"{given[0]!r} (fingerprint {given[1][:12]}): the definition changed. Continue it with the flow that "
             f"saved it, or branch off with fork({thread_id!r}, at={step}, flow=...)"
         )
+
+
+def listen_error(host: str, port: int, err: OSError | OverflowError) -> ConfigError:
+    """The one-line error for a server that could not listen on ``host:port`` (``err``: what
+    ``bind`` raised: an ``OSError``, or the ``OverflowError`` of a port above 65535)."""
+    if isinstance(err, OverflowError):
+        return ConfigError(f"--port {port}: out of range (0-65535)")
+    if err.errno == errno.EADDRINUSE:
+        return ConfigError(f"--port {port}: already in use on {host}; choose another (--port 0 picks a free one)")
+    if isinstance(err, socket.gaierror):
+        return ConfigError(f"--host {host}: unknown host name ({err.strerror or err})")
+    if err.errno == errno.EADDRNOTAVAIL:
+        return ConfigError(f"--host {host}: not an address of this machine ({err.strerror or err})")
+    if err.errno == errno.EACCES:
+        return ConfigError(f"--port {port}: not allowed for this user (ports below 1024 need privileges)")
+    return ConfigError(f"cannot listen on {host}:{port} ({err.strerror or err})")

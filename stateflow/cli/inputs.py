@@ -6,13 +6,11 @@ A command checks a path or a port here before it starts anything, so a typo neve
 
 from __future__ import annotations
 
-import errno
-import socket
 from pathlib import Path
 
 from stateflow.errors import ConfigError
 
-__all__ = ["listen_error", "output_dir"]
+__all__ = ["output_dir"]
 
 
 def output_dir(path: Path, option: str, *, create: bool = True) -> Path:
@@ -40,16 +38,3 @@ def output_dir(path: Path, option: str, *, create: bool = True) -> Path:
     except OSError as err:
         raise ConfigError(f"{option} {path}: cannot be created ({err.strerror or err})") from None
     return path
-
-
-def listen_error(host: str, port: int, err: OSError) -> ConfigError:
-    """The one-line error for a server that could not listen on ``host:port``."""
-    if err.errno == errno.EADDRINUSE:
-        return ConfigError(f"--port {port}: already in use on {host}; choose another (--port 0 picks a free one)")
-    if isinstance(err, socket.gaierror):
-        return ConfigError(f"--host {host}: unknown host name ({err.strerror or err})")
-    if err.errno == errno.EADDRNOTAVAIL:
-        return ConfigError(f"--host {host}: not an address of this machine ({err.strerror or err})")
-    if err.errno == errno.EACCES:
-        return ConfigError(f"--port {port}: not allowed for this user (ports below 1024 need privileges)")
-    return ConfigError(f"cannot listen on {host}:{port} ({err.strerror or err})")

@@ -16,11 +16,10 @@ from another site's page, JSON bodies only, bounded bodies, messages, runs and r
 
 from __future__ import annotations
 
-import errno
 import socket
 from collections.abc import Callable
 
-from stateflow.errors import ConfigError
+from stateflow.errors import ConfigError, listen_error
 from stateflow.serve.app import FlowService, build_app
 from stateflow.serve.guard import TOKEN_ENV, ServeAccess, ServeLimits, is_loopback
 
@@ -44,16 +43,9 @@ def bind(host: str, port: int, access: ServeAccess) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a listener in TIME_WAIT
         sock.bind((host.strip("[]"), port))
         sock.listen(2048)
-    except OSError as err:
+    except (OSError, OverflowError) as err:  # gaierror is an OSError
         sock.close()
-        if err.errno == errno.EADDRINUSE:
-            raise ConfigError(
-                f"port {port} on {host} is taken (another server listens there): choose another --port"
-            ) from None
-        raise ConfigError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
-    except (OverflowError, socket.gaierror) as err:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {err}") from None
+        raise listen_error(host, port, err) from None
     return sock
 
 

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         from stateflow.tasks.ui.server import UiServer, is_loopback
 
         console = Console(stderr=True)
-        from stateflow.cli.inputs import listen_error
+        from stateflow.errors import listen_error
         from stateflow.paths import cache_dir
 
         index = RunIndex(paths, summaries=cache_dir() / "ui")

@@ -73,7 +73,7 @@ def test_a_taken_port_is_one_line_and_nothing_is_announced(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         proc = _serve(project, "--config", "models.toml", "--checkpoints", str(tmp_path / "t.db"), "--port", str(port))
-    _one_line(proc, f"port {port} on 127.0.0.1 is taken", "--port")
+    _one_line(proc, f"--port {port}: already in use on 127.0.0.1", "choose another")
 
 
 def test_a_model_that_is_not_installed_is_one_line(tmp_path):
