@@ -19,7 +19,9 @@ run time-out). Every refusal comes before anything is written to the checkpointe
 
 Threads are saved in the service's checkpointer (:mod:`stateflow.checkpoint`): a paused run
 waits there, across server restarts, until a request answers it. Requests for one thread are
-served one at a time (a per-thread lock; the checkpointer's claim guards other processes). A
+served one at a time (a per-thread lock; the checkpointer's claim guards other processes, e.g.
+several servers on one PostgreSQL store: an AG-UI request is answered only once its run holds
+the claim, so the loser of a race gets a 409, not a stream). A
 client that disconnects from a stream cancels its run at the run's next event; the run's thread
 is joined and its model stream closed.
 """
@@ -217,6 +219,22 @@ def _plan(service: FlowService, incoming: RunAgentInput) -> RunCall:
     return service.continuer(thread_id, entry.payload)
 
 
+class _NotStarted(Exception):
+    """A run that could not start (before its first event): answered with ``status``, not a stream."""
+
+    def __init__(self, status: int, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+async def _prefixed(first: str, rest: AsyncIterator[str]) -> AsyncIterator[str]:
+    """``first``, then ``rest``; closing it closes ``rest`` (the run behind it)."""
+    async with aclosing(rest):  # type: ignore[type-var]
+        yield first
+        async for item in rest:
+            yield item
+
+
 class _SlotResponse(StreamingResponse):
     """A stream holding a run slot: the run is closed (its thread joined) and its slot given back
     when the response ends, however it ends (even when its stream never started)."""
@@ -280,19 +298,34 @@ def build_app(
         if not slots.take():  # taken last: the response below gives it back, however it ends
             busy = slots.busy(limits.retry_after_s)
             return refuse(busy.status, busy.reason, headers=busy.headers)
-        return _SlotResponse(_agui_events(incoming, encoder), slots, media_type=encoder.get_content_type())
+        # The run's first event comes once it holds its thread's claim (another process, e.g. a
+        # second server on the same store, may hold it): wait for it before answering, so a
+        # request that cannot run gets a 409, not a stream that only says so.
+        events = _agui_events(incoming, encoder)
+        try:
+            first = await anext(events)
+        except _NotStarted as err:
+            slots.give()
+            return refuse(err.status, err.reason)
+        except BaseException:
+            slots.give()
+            raise
+        return _SlotResponse(_prefixed(first, events), slots, media_type=encoder.get_content_type())
 
     async def _agui_events(incoming: RunAgentInput, encoder: EventEncoder) -> AsyncIterator[str]:
         async with locks.hold(incoming.thread_id):
             try:  # checked again: another request for the thread may have run meanwhile
                 call = await asyncio.to_thread(_plan, service, incoming)
-            except (Refused, StateFlowError) as err:
-                yield encoder.encode(RunErrorEvent(message=str(err), code="refused"))
-                return
+            except Refused as err:
+                raise _NotStarted(err.status, err.reason) from None
+            except StateFlowError as err:
+                raise _NotStarted(409, f"{type(err).__name__}: {err}") from None
             translator = AGUITranslator(incoming.thread_id, incoming.run_id)
+            started = False
             try:
                 async with aclosing(astream_call(call)) as events:
                     async for event in within(events, limits.run_timeout_s):
+                        started = True
                         for out in translator.translate(event):
                             yield encoder.encode(out)
             except TimeoutError:
@@ -302,6 +335,8 @@ def build_app(
                 )
                 yield encoder.encode(RunErrorEvent(message=message, code="timeout"))
             except StateFlowError as err:  # the run could not start (e.g. another process holds the thread)
+                if not started:
+                    raise _NotStarted(409, f"{type(err).__name__}: {err}") from None
                 yield encoder.encode(RunErrorEvent(message=f"{type(err).__name__}: {err}", code="not_started"))
 
     async def thread(request: Request) -> Response:
