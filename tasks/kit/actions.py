@@ -6,7 +6,9 @@ Every LLM state answers with a ``Thought: ...`` line and an action line:
 * ``Action: submit`` - end the episode and have the last observation scored.
 
 Small models sometimes write "Action: ..." inside their thought or repeat the action line;
-the *last* action line wins. The command may span several lines (long SQL).
+the *last* action line wins. A reply with no line starting with "Action:" takes its last
+"Action:" inside a line (``Thought: count them. Action: execute[...]``). The command may span
+several lines (long SQL).
 
 A well-formed action, ``execute[<command>]`` with nothing but whitespace after the last ``]``,
 parses as upstream InterCode's ``execute\[(.*)\]`` does: the command runs to the last ``]``.
@@ -29,6 +31,7 @@ from typing import Literal
 __all__ = ["Action", "parse_action", "statement_kind"]
 
 _ACTION_LINE = re.compile(r"^\s*\**Action\**\s*:\s*", re.IGNORECASE | re.MULTILINE)
+_ACTION_IN_LINE = re.compile(r"\b\**Action\**\s*:\s*", re.IGNORECASE)  # "... my thought. Action: ..."
 _EXECUTE = re.compile(r"^execute\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
 _OPEN = re.compile(r"^execute\s*\[", re.IGNORECASE)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
@@ -65,7 +68,7 @@ def parse_action(text: str) -> Action:
     >>> parse_action("I think the answer is 3").kind
     'invalid'
     """
-    starts = [m.end() for m in _ACTION_LINE.finditer(text)]
+    starts = [m.end() for m in _ACTION_LINE.finditer(text)] or [m.end() for m in _ACTION_IN_LINE.finditer(text)]
     if not starts:
         return Action("invalid", text.strip()[:200])
     body = text[starts[-1] :].strip()

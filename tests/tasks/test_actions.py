@@ -77,10 +77,22 @@ def test_any_single_line_command_round_trips(cmd):
         # the model stopped before "]": the rest of the line, as before
         ("Action: execute[[ -f x ] && echo yes", "[ -f x ] && echo yes"),
         ("Action: execute[SELECT a FROM t", "SELECT a FROM t"),
+        # no line starts with "Action:": the last one inside a line (the 0.5B model's habit)
+        (
+            "Thought: The columns are `id` and `title`. Action: execute[SELECT title FROM book].",
+            "SELECT title FROM book",
+        ),
+        ("Thought line: Action: would be DESC. Action: Execute [SELECT 1].", "SELECT 1"),
     ],
 )
 def test_what_follows_the_closing_bracket_is_not_part_of_the_command(reply, command):
     assert parse_action(reply) == Action("execute", command)
+
+
+def test_an_action_line_wins_over_an_action_inside_a_line():
+    reply = "Thought: first Action: execute[SELECT 2] was wrong.\nAction: execute[SELECT 1]\nNext Action: submit"
+    assert parse_action(reply) == Action("execute", "SELECT 1")
+    assert parse_action("Transaction: none here").kind == "invalid"
 
 
 @pytest.mark.parametrize("reply", ["Action: submit.", "Action: `submit`", "Action: **submit**", 'Action: "submit"'])
