@@ -30,7 +30,7 @@ from typing import Annotated
 
 from autogen import AssistantAgent, ConversableAgent, register_function
 
-from stateflow import AutoGenAgent, Flow, ModelAssignment, RunResult, State, Transition, last_contains, run
+from stateflow import AutoGenAgent, Flow, Kind, ModelAssignment, RunResult, State, Transition, last_contains, run
 
 
 def word_count(text: Annotated[str, "the text to count"]) -> int:
@@ -96,10 +96,29 @@ def main(
     url, served, key = endpoint(model, base_url)
     flow = build(url, served, key, max_tokens, max_transitions)
     result = run(flow, "Write a blurb for a solar-powered kettle.")
+    # the writer's reply as recorded (with a tool call: the call, its result, then the blurb)
+    print("writer:", last_reply(result, "Draft").replace("\n", "\n        "))
+    print("critic:", last_reply(result, "Review"))
+    print("stopped:", why_stopped(result, max_transitions))
     print("path:", " -> ".join(result.path))
     for state, usage in result.usage_by_state().items():
         print(f"{state}: {usage.prompt_tokens} prompt + {usage.completion_tokens} completion tokens")
     return result
+
+
+def last_reply(result: RunResult, state: str) -> str:
+    """The last agent reply with text in ``state`` (a tool call's request has none)."""
+    replies = [m.content.strip() for m in result.history if m.state == state and m.kind is Kind.LLM]
+    return next((r for r in reversed(replies) if r), "(no reply)")
+
+
+def why_stopped(result: RunResult, max_transitions: int) -> str:
+    """Why the run ended, in words."""
+    if result.stop_reason == "final":
+        return f"the critic approved (final state {result.exit_state})"
+    if result.stop_reason == "max_transitions":
+        return f"no approval within {max_transitions} transitions (the bound); the last draft is unapproved"
+    return f"{result.stop_reason} in state {result.exit_state}" + (f": {result.error}" if result.error else "")
 
 
 if __name__ == "__main__":

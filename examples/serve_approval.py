@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import uuid
 from typing import Any
 
@@ -38,10 +39,18 @@ def serve(model: str = "local", base_url: str | None = None, port: int = 8321, d
     from stateflow.serve import FlowService
     from stateflow.serve import serve as run_server
 
+    try:  # a taken port fails here, before anything is created or announced
+        socket.create_server(("127.0.0.1", port)).close()
+    except OSError as err:
+        raise SystemExit(f"port {port} cannot be served ({err.strerror}): give another with --port") from err
     models: str | ModelProfile = model
     if base_url is not None:
         models = ModelProfile(name="notes", model=model, base_url=base_url, api_key_env=None, max_tokens=64)
     service = FlowService(FLOW, SQLiteCheckpointer(db), models=models, flow_ref="examples.serve_approval:FLOW")
+    url = f"http://127.0.0.1:{port}"
+    print(f"serving the {FLOW.name} flow at {url} (AG-UI: POST {url}/agui, A2A: {url}/a2a)", flush=True)
+    print(f"threads are kept in {db}; Ctrl-C stops the server. From another terminal:", flush=True)
+    print(f"  python examples/serve_approval.py client --url {url} --answer yes", flush=True)
     run_server(service, host="127.0.0.1", port=port)
 
 
@@ -80,23 +89,57 @@ def client(url: str, answer: str, task: str = "the server now streams tokens") -
     return last
 
 
+class TokenPrinter:
+    """An AG2 output stream that prints streamed text as it comes, on one line and uncoloured
+    (AG2's default console stream prints each streamed piece in green on a line of its own)."""
+
+    def __init__(self) -> None:
+        self.midline = False  # tokens were printed and their line is not ended yet
+
+    def print(self, *objects: Any, sep: str = " ", end: str = "\n", flush: bool = False) -> None:
+        self.end_line()
+        print(*objects, sep=sep, end=end, flush=flush)
+
+    def send(self, message: Any) -> None:
+        from autogen.events.client_events import StreamEvent
+
+        if isinstance(message, StreamEvent):  # AG2 wraps each event: the wrapper's content is the event
+            print(message.content.content, end="", flush=True)
+            self.midline = True
+        else:
+            message.print(self.print)
+
+    def input(self, prompt: str = "", *, password: bool = False) -> str:
+        self.end_line()
+        return input(prompt)
+
+    def end_line(self) -> None:
+        if self.midline:
+            print()
+            self.midline = False
+
+
 def a2a_client(url: str, answer: str, task: str = "the server now streams tokens") -> str:
     """Call the flow over A2A with AG2's client and answer its question; returns the reply text."""
     import asyncio
 
     from autogen.a2a import A2aRemoteAgent
+    from autogen.io.base import IOStream
+
+    out = TokenPrinter()
 
     class Caller(A2aRemoteAgent):
         """AG2's A2A client whose human always gives ``answer``."""
 
         async def a_get_human_input(self, prompt: str, **kwargs: Any) -> str:
-            print(f"the task is input-required; answering {answer!r}")
+            out.print(f"the task is input-required; answering {answer!r}")
             return answer
 
     remote = Caller(url=f"{url}/a2a", name="caller")
-    _, reply = asyncio.run(remote.a_generate_remote_reply(messages=[{"role": "user", "content": task}]))
+    with IOStream.set_default(out):
+        _, reply = asyncio.run(remote.a_generate_remote_reply(messages=[{"role": "user", "content": task}]))
     text = str((reply or {}).get("content") or "")
-    print(f"\nreply: {text}")
+    out.print(f"reply: {text}")
     return text
 
 

@@ -51,7 +51,29 @@ def test_own_autogen_agents_with_tools_and_nested_chat(capsys):
     by_state = result.usage_by_state()
     assert by_state["Draft"].prompt_tokens > 0 and by_state["Draft"].completion_tokens == 5
     assert by_state["Review"].completion_tokens == 4  # "APPROVED: short and clear."
-    assert "path: Draft -> Review -> Done" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    # what a person running it wants to see first: the result, the verdict and why it stopped
+    writer = 'writer: call word_count({"text": "A kettle boiled by sunshine."})\n        Observation: 5\n'
+    assert writer + "        A kettle boiled by sunshine.\ncritic: APPROVED: short and clear.\n" in out
+    assert "stopped: the critic approved (final state Done)\n" in out
+    assert "path: Draft -> Review -> Done" in out
+
+
+def test_own_autogen_agent_says_it_stopped_at_the_bound_when_the_critic_never_approves(capsys):
+    """Issue 57, item 22: the example printed neither its result nor why it stopped."""
+    example = load_example("own_autogen_agent")
+
+    def reply(model, messages, body):
+        if "You review blurbs" in _system(messages):
+            return "Cut the word kettle."
+        return "A kettle boiled by sunshine, brewing tea."
+
+    with FakeOpenAIServer(reply) as srv:
+        result = example.main("any-model", base_url=srv.url, max_transitions=3)
+    assert result.stop_reason == "max_transitions" and result.path == ["Draft", "Review", "Draft", "Review"]
+    out = capsys.readouterr().out
+    assert "writer: A kettle boiled by sunshine, brewing tea.\ncritic: Cut the word kettle.\n" in out
+    assert "stopped: no approval within 3 transitions (the bound); the last draft is unapproved\n" in out
 
 
 def _shop_server(model, messages, body):
@@ -191,10 +213,13 @@ def test_human_in_the_loop_example_runs_as_written_on_the_embedded_model(local_s
     assert draft.content.strip() and person.prompts[0].startswith(draft.content.strip()[:20])
 
 
-def test_own_autogen_agent_example_runs_as_written_on_the_embedded_model(local_small_model):
+def test_own_autogen_agent_example_runs_as_written_on_the_embedded_model(local_small_model, capsys):
     example = load_example("own_autogen_agent")
     result = example.main("local-small", max_tokens=48, max_transitions=2)  # a draft, a review, one revision
     assert result.path[:2] == ["Draft", "Review"] and len(result.path) <= 3
     assert result.stop_reason in ("final", "max_transitions")
+    out = capsys.readouterr().out
+    assert "writer: " in out and "writer: (no reply)" not in out and "critic: (no reply)" not in out
+    assert f"stopped: {example.why_stopped(result, 2)}\n" in out
     by_state = result.usage_by_state()
     assert by_state["Draft"].prompt_tokens > 0 and by_state["Review"].completion_tokens > 0  # the critic's usage
