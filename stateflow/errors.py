@@ -25,6 +25,7 @@ __all__ = [
     "LLMError",
     "NoTransitionError",
     "ParallelBranchError",
+    "ParallelMergeError",
     "RunCancelled",
     "RunTimeout",
     "StateDefinitionError",
@@ -171,10 +172,15 @@ class StructuredOutputError(StateFlowError):
         schema: the pydantic model's name.
         errors: the validation error of each attempt, in order.
         reply: the last reply (clipped to 500 characters).
+        attempts: each attempt's ``(reply, usage)``, in order: the calls were made and answered,
+            so they are recorded (and counted) like any other.
     """
 
-    def __init__(self, state: str, schema: str, errors: list[str], reply: str):
+    def __init__(
+        self, state: str, schema: str, errors: list[str], reply: str, *, attempts: tuple[tuple[str, Any], ...] = ()
+    ):
         self.state, self.schema, self.errors, self.reply = state, schema, list(errors), reply[:500]
+        self.attempts = attempts
         attempts = "; ".join(f"attempt {i}: {e}" for i, e in enumerate(self.errors, 1))
         super().__init__(
             f"state {state!r}: the reply is not a valid {schema} after {len(self.errors)} attempts ({attempts}); "
@@ -195,6 +201,24 @@ class ParallelBranchError(StateFlowError):
     def __init__(self, state: str, branch: str, cause: BaseException):
         self.state, self.branch, self.cause = state, branch, cause
         super().__init__(f"state {state!r}: parallel branch {branch!r} failed: {type(cause).__name__}: {cause}")
+
+
+class ParallelMergeError(StateFlowError):
+    """The merge function of a :class:`~stateflow.parallel.Parallel` raised.
+
+    Attributes:
+        state: the state running the branches.
+        merge: the merge function's name.
+        step: the index the merge's step would have had.
+        cause: the exception the merge raised (also ``__cause__``).
+    """
+
+    def __init__(self, state: str, merge: str, step: int, cause: BaseException):
+        self.state, self.merge, self.step, self.cause = state, merge, step, cause
+        super().__init__(
+            f"merge {merge!r} of the parallel branches raised in state {state!r} at step {step}: "
+            f"{type(cause).__name__}: {cause}"
+        )
 
 
 class RunTimeout(StateFlowError):
@@ -218,6 +242,11 @@ class LLMError(StateFlowError):
         self.profile = profile
         self.state = state
         super().__init__(message)
+
+    def __str__(self) -> str:
+        # the state is learnt after the call failed (the caller sets it): said once it is known
+        message = super().__str__()
+        return message if self.state is None else f"in state {self.state!r}: {message}"
 
 
 class CheckpointError(StateFlowError):

@@ -26,7 +26,8 @@ class Kind(StrEnum):
 
 @dataclass(frozen=True)
 class Usage:
-    """Accounting for one LLM call.
+    """Accounting for one LLM call, or for ``calls`` calls made by one step (a typed reply asked
+    twice, a parallel branch re-asked): every call a server answered is counted once.
 
     ``cached_tokens`` are prompt tokens the server did not evaluate again (OpenAI's
     ``prompt_tokens_details.cached_tokens``; the embedded server reports it too).
@@ -39,6 +40,7 @@ class Usage:
     latency_s: float = 0.0
     model: str = ""
     profile: str = ""
+    calls: int = 1
 
     @property
     def evaluated_prompt_tokens(self) -> int:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stateflow.context import Context
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from stateflow.flow import Flow
     from stateflow.trace import Step
 
-__all__ = ["BranchResult", "BranchRunner", "Fanout", "Parallel", "run_branches"]
+__all__ = ["BranchFailed", "BranchResult", "BranchRunner", "Fanout", "Parallel", "run_branches"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ class BranchResult:
         started_at: wall-clock start (seconds since the epoch).
         latency_s: how long it ran.
         parsed: the typed object of an ``LLM(schema=...)`` branch.
+        calls_in_steps: its calls are recorded by its own inner steps (a subflow branch), so the
+            branch's step carries no usage of its own: every call is counted once.
     """
 
     name: str
@@ -75,6 +77,7 @@ class BranchResult:
     started_at: float = 0.0
     latency_s: float = 0.0
     parsed: Any = None
+    calls_in_steps: bool = False
 
 
 Branch = LLM | Tool  # or a Flow (a subflow branch), checked at run time to avoid an import cycle
@@ -165,10 +168,15 @@ def _one(par: Parallel, i: int, ctx: Context, runner: BranchRunner) -> _Outcome:
             out = BranchResult(name, result.content, meta=dict(result.meta), usage=result.usage)
         elif isinstance(branch, Flow):
             text, usage, inner = runner.subflow(branch, ctx, name)
-            out = BranchResult(name, text, usage=usage)
+            out = BranchResult(name, text, usage=usage, calls_in_steps=True)
         else:
             text, usage, obj = runner.llm(branch, ctx, name)
             out = BranchResult(name, text, usage=usage, parsed=obj)
+    except BranchFailed as err:  # what the branch did before failing is kept: its calls were made
+        cause = err.cause
+        out = BranchResult(name, "", False, f"{type(cause).__name__}: {cause}", usage=err.usage)
+        inner, failure = list(err.steps), cause
+        out = replace(out, calls_in_steps=bool(inner))
     except Exception as err:  # a branch's failure is reported by name, never lost
         out, failure = BranchResult(name, "", ok=False, error=f"{type(err).__name__}: {err}"), err
     latency = time.perf_counter() - t0
@@ -176,7 +184,23 @@ def _one(par: Parallel, i: int, ctx: Context, runner: BranchRunner) -> _Outcome:
 
 
 def _timed(r: BranchResult, started: float, latency: float) -> BranchResult:
-    return BranchResult(r.name, r.content, r.ok, r.error, r.meta, r.usage, started, latency, r.parsed)
+    return replace(r, started_at=started, latency_s=latency)
+
+
+class BranchFailed(Exception):
+    """A branch runner's failure with what the branch did before it (raised by a
+    :class:`BranchRunner`): the model calls it made are recorded and counted like any other.
+
+    Attributes:
+        cause: what the branch raised (also ``__cause__``).
+        usage: the usage of the calls it made (e.g. a typed reply asked twice), or ``None``.
+        steps: a subflow branch's inner steps up to its failure.
+    """
+
+    def __init__(self, cause: BaseException, usage: Usage | None = None, steps: Sequence[Step] = ()):
+        super().__init__(str(cause))
+        self.cause, self.usage, self.steps = cause, usage, tuple(steps)
+        self.__cause__ = cause
 
 
 @dataclass

@@ -15,9 +15,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from stateflow.context import Context
-from stateflow.errors import LLMError
+from stateflow.errors import LLMError, StructuredOutputError
 from stateflow.messages import Usage
 from stateflow.outputs import LLM
+from stateflow.parallel import BranchFailed
 from stateflow.state_agent import StateAgent
 from stateflow.subflow import SEPARATOR, expand_subflows
 from stateflow.trace import RunResult, Step
@@ -43,6 +44,7 @@ def sum_usage(usages: list[Usage]) -> Usage | None:
         latency_s=sum(u.latency_s for u in usages),
         model=models,
         profile=profiles,
+        calls=sum(u.calls for u in usages),
     )
 
 
@@ -84,17 +86,21 @@ class EpisodeBranches:
         text, usage = call(messages)
         if out.schema is None:
             return text, usage, None
-        reply = ask_structured(out.schema, (text, usage), messages, call, state=ctx.state)
+        try:
+            reply = ask_structured(out.schema, (text, usage), messages, call, state=ctx.state)
+        except StructuredOutputError as err:  # both replies were paid for: keep their usage
+            raise BranchFailed(err, sum_usage([u for _, u in err.attempts])) from err
         total = sum_usage([a.usage for a in reply.attempts])
         assert total is not None
         return reply.attempts[-1].text, total, reply.obj
 
     def subflow(self, flow: Flow, ctx: Context, branch: str) -> tuple[str, Usage | None, list[Step]]:
         result = self.nested_run(expand_subflows(flow), ctx.task, dict(ctx.vars))
-        if result.error is not None:
-            raise RuntimeError(f"subflow {flow.name!r} failed in state {result.exit_state!r}: {result.error}")
         prefix = f"{ctx.state}{SEPARATOR}{branch}{SEPARATOR}"
         steps = [replace(s, state=prefix + s.state) for s in result.steps]
-        last = result.history.last()
         usage = sum_usage([s.usage for s in result.steps if s.usage is not None])
+        if result.error is not None:  # its steps up to the failure stay in the trace, calls counted
+            cause = RuntimeError(f"subflow {flow.name!r} failed in state {result.exit_state!r}: {result.error}")
+            raise BranchFailed(cause, usage, steps)
+        last = result.history.last()
         return (last.content if last is not None else ""), usage, steps

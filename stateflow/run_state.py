@@ -64,6 +64,7 @@ def _usage_to(u: Usage | None) -> dict[str, Any] | None:
         "latency_s": json_float(u.latency_s),
         "model": u.model,
         "profile": u.profile,
+        **({"calls": u.calls} if u.calls != 1 else {}),  # one call: the form every older checkpoint has
     }
 
 

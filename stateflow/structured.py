@@ -161,7 +161,13 @@ def ask_structured(
             error = validation_summary(err)
             attempts.append(Attempt(text, usage, error))
             if turn == 1:
-                raise StructuredOutputError(state, model.__name__, [a.error or "" for a in attempts], text) from err
+                raise StructuredOutputError(
+                    state,
+                    model.__name__,
+                    [a.error or "" for a in attempts],
+                    text,
+                    attempts=tuple((a.text, a.usage) for a in attempts),
+                ) from err
             again = [
                 *messages,
                 {"role": "assistant", "content": text},

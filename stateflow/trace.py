@@ -87,7 +87,7 @@ class UsageTotals:
     latency_s: float = 0.0
 
     def add(self, u: Usage) -> None:
-        self.calls += 1
+        self.calls += u.calls
         self.prompt_tokens += u.prompt_tokens
         self.completion_tokens += u.completion_tokens
         self.cached_tokens += u.cached_tokens

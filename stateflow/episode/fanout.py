@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from autogen import Agent
 
-from stateflow.errors import StateFlowError
+from stateflow.errors import ParallelMergeError, RunCancelled, StateFlowError
 from stateflow.messages import Kind, Message
 from stateflow.outputs import ToolResult
 from stateflow.parallel import Parallel, run_branches
@@ -59,7 +59,10 @@ def parallel_reply(ep: Episode, recipient: Agent, messages: Any, sender: Agent |
     for r in fan.results:
         detail = {"branch": r.name, "ok": r.ok, **({"error": r.error} if r.error else {})}
         detail["result"] = r.content if len(r.content) <= 300 else r.content[:297] + "..."
-        ep.log.record(f"{out.name}[{r.name}]", None, r.usage, r.latency_s, detail, started_at=r.started_at)
+        # a subflow branch's calls are on its inner steps (below): counting them here too would
+        # count each call twice
+        own = None if r.calls_in_steps else r.usage
+        ep.log.record(f"{out.name}[{r.name}]", None, own, r.latency_s, detail, started_at=r.started_at)
     for s in fan.steps:  # a subflow branch's own steps, under <state>.<branch>.<inner state>
         # its messages are the branch's own history, not the run's: the trace keeps their text
         said = {"message": s.message.content} if s.message is not None else {}
@@ -69,7 +72,13 @@ def parallel_reply(ep: Episode, recipient: Agent, messages: Any, sender: Agent |
     if fan.failure is not None:
         raise fan.failure
     t0 = time.perf_counter()
-    merged = out.merge(ep.ctx, fan.results)
+    try:
+        merged = out.merge(ep.ctx, fan.results)
+    except (StateFlowError, RunCancelled):
+        raise
+    except Exception as err:  # the user's merge code failed: say where, as for a tool
+        name = getattr(out.merge, "__name__", type(out.merge).__name__)
+        raise ParallelMergeError(ep.ctx.state, name, len(ep.log), err) from err
     if isinstance(merged, str):
         merged = ToolResult(merged)
     if not isinstance(merged, ToolResult):

@@ -242,10 +242,10 @@ def structured(
 
     try:
         reply = ask_structured(out.schema, (text, usage), messages, call, state=ep.ctx.state)
-    except StructuredOutputError as err:
-        for i, error in enumerate(err.errors):
-            detail = {"reply": _clip(err.reply if i == len(err.errors) - 1 else ""), "error": error}
-            ep.log.record(f"{out.label}[invalid]", detail=detail)
+    except StructuredOutputError as err:  # every attempt was a model call that answered: record its usage
+        for (reply_text, reply_usage), error in zip(err.attempts, err.errors, strict=True):
+            detail = {"reply": _clip(reply_text), "error": error}
+            ep.log.record(f"{out.label}[invalid]", usage=reply_usage, detail=detail)
         raise
     for a in reply.attempts[:-1]:
         ep.log.record(f"{out.label}[invalid]", usage=a.usage, detail={"reply": _clip(a.text), "error": a.error})

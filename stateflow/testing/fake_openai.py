@@ -107,6 +107,8 @@ class FakeOpenAIServer:
         self._failures = list(failures or [])
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
+        #: ``(prompt tokens, completion tokens)`` of each completion answered (failures excluded), in order
+        self.billed: list[tuple[int, int]] = []
         #: the client ``(host, port)`` of each completion request, in order: one port per TCP
         #: connection, so tests can see whether clients share a connection pool.
         self.peers: list[tuple[str, int]] = []
@@ -242,6 +244,8 @@ class FakeOpenAIServer:
                     usage["prompt_tokens"] = len(words)
                     usage["total_tokens"] = len(words) + completion_tokens
                     usage["prompt_tokens_details"] = {"cached_tokens": server._cached(words)}
+                with server._lock:  # what was billed: a usage-conservation test's ground truth
+                    server.billed.append((usage["prompt_tokens"], usage["completion_tokens"]))
                 model = body.get("model", "fake")
                 head = {"id": f"fake-{time.monotonic_ns()}", "created": int(time.time()), "model": model}
                 if body.get("stream"):
