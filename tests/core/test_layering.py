@@ -133,4 +133,5 @@ def test_core_cli_commands_are_the_core_ones_and_plugins_add_the_rest() -> None:
     assert [p.name for p in loaded.plugins] == ["stateflow.tasks"]
     core = (ROOT / "stateflow" / "cli").glob("*.py")
     # reference: no command, the site's CLI page written from the command tree (issue 48)
-    assert {p.stem for p in core} == {"__init__", "flows", "llm", "main", "plugins", "reference", "spec"}
+    # inputs: no command, the checks of paths and ports every command shares (issue 57)
+    assert {p.stem for p in core} == {"__init__", "flows", "inputs", "llm", "main", "plugins", "reference", "spec"}
