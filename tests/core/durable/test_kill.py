@@ -8,6 +8,7 @@ and after the answer (the model call that reads it)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -190,7 +191,8 @@ def test_threads_killed_at_random_moments_resume_to_the_uninterrupted_result(tmp
                     log.wait_for(len(log.answered) + rng.randint(0, CALLS_BEFORE_QUESTION), running)
                     time.sleep(rng.uniform(0.0, KILL_JITTER_S))
                 if pid not in zygote.exits:
-                    os.kill(pid, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):  # it may end (and be reaped) just now
+                        os.kill(pid, signal.SIGKILL)
                 code = zygote.wait(pid)
                 assert code in (0, PAUSED, -signal.SIGKILL), zygote.errors()
                 latest = _latest(db, threads[-1])
