@@ -24,14 +24,23 @@ from rich.text import Text
 from stateflow.cli.plugins import LoadedPlugins, load_plugins, named_flows
 from stateflow.errors import StateFlowError, redact_secrets
 
-app = typer.Typer(
-    name="stateflow",
-    help="StateFlow: LLM agents as state machines on AutoGen, evaluated on InterCode.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=True,
-    rich_markup_mode=None,
-)
+
+def _new_app() -> typer.Typer:
+    """A command tree with only the root's options; :func:`_register` adds the commands.
+
+    A new tree per call (not one module-level app that each call adds to): a process calling
+    :func:`main` many times, such as the test suite, would otherwise register every command
+    again each time and pay for all the copies at each call."""
+    app = typer.Typer(
+        name="stateflow",
+        help="StateFlow: LLM agents as state machines on AutoGen, evaluated on InterCode.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=True,
+        rich_markup_mode=None,
+    )
+    app.callback()(_root)
+    return app
 
 
 def _print_version(value: bool) -> None:
@@ -42,7 +51,6 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool,
@@ -89,7 +97,7 @@ def _take_global_flags(args: list[str]) -> tuple[list[str], bool, str | None]:
 # whatever plugins add (see stateflow.cli.plugins; the evaluation commands come from one).
 
 
-def _register(plugins: LoadedPlugins, console: Console) -> None:
+def _register(app: typer.Typer, plugins: LoadedPlugins, console: Console) -> None:
     @app.command("version")
     def version() -> None:
         """Print the installed StateFlow version."""
@@ -115,7 +123,8 @@ def build_command(console: Console | None = None):  # -> the command tree (Typer
     Used by :mod:`stateflow.cli.reference` to document the commands from themselves. Plugin
     load problems are printed to ``console`` (default: stderr), as :func:`main` does.
     """
-    _register(load_plugins(), console or Console(stderr=True))
+    app = _new_app()
+    _register(app, load_plugins(), console or Console(stderr=True))
     return typer.main.get_command(app)
 
 
@@ -126,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["STATEFLOW_OTEL"] = otel
     err_console = Console(stderr=True)
     plugins = load_plugins()
-    _register(plugins, err_console)
+    app = _new_app()
+    _register(app, plugins, err_console)
     user_errors = tuple(t for p in plugins.plugins for t in p.user_errors)
     try:
         # standalone mode: typer handles --help and usage errors itself (and exits)
