@@ -30,7 +30,7 @@ from stateflow.checkpoint import Checkpointer
 from stateflow.emitter import Emitter
 from stateflow.episode import Episode
 from stateflow.errors import CheckpointError, ConfigError, RunCancelled
-from stateflow.events import EventSink, Interrupted, RunFinished, RunStarted, StateEntered
+from stateflow.events import Event, EventSink, Interrupted, RunFinished, RunStarted, StateEntered
 from stateflow.fingerprint import flow_fingerprint
 from stateflow.flow import Flow
 from stateflow.outputs import LLM, Human
@@ -109,6 +109,28 @@ def _announced(episode: Episode, on_event: EventSink, thread_id: str | None, tok
         episode.backends.emitter = emitter
 
 
+def _with_progress(
+    name: str, on_event: EventSink | None, tokens: bool, progress: bool | None
+) -> tuple[EventSink | None, bool]:
+    """``on_event`` and ``tokens`` with :mod:`stateflow.progress`'s printer added when progress is on.
+
+    The printer asks for no tokens: alone, it leaves model calls as they are without a sink."""
+    from stateflow.progress import ProgressPrinter, progress_enabled
+
+    if not progress_enabled(setting=progress):
+        return on_event, tokens
+    printer = ProgressPrinter(name)
+    if on_event is None:
+        return printer, False
+    inner = on_event
+
+    def both(event: Event) -> None:
+        printer(event)
+        inner(event)
+
+    return both, tokens
+
+
 def _finish(
     episode: Episode,
     telemetry: Any,
@@ -174,6 +196,7 @@ def run(
     calls: CallLog | None = None,
     on_event: EventSink | None = None,
     tokens: bool = True,
+    progress: bool | None = None,
 ) -> RunResult:
     """Run ``flow`` on ``task`` and return its exit state, history and trace.
 
@@ -218,6 +241,9 @@ def run(
             and :func:`stateflow.live.astream` are built on it.
         tokens: with ``on_event``, stream every model reply and report its token deltas (False:
             steps and transitions only; model calls are made as without ``on_event``).
+        progress: print a line to standard error per state entered, per model reply and at the
+            end (:mod:`stateflow.progress`); ``None`` (default): only when standard error is a
+            terminal and ``STATEFLOW_PROGRESS`` is not ``0``. The result is the same either way.
 
     Raises:
         ConfigError: a state's model profile is unknown or unusable; a per-state model key that
@@ -244,6 +270,7 @@ def run(
     backends = _backends(flow, models, scripts, cassette, http, calls)
     deadline = time.monotonic() + timeout_s if timeout_s else None
     limit = max_transitions or flow.max_transitions
+    on_event, tokens = _with_progress(flow.name, on_event, tokens, progress)
 
     def episode(start: RunState | None = None, journal: ThreadJournal | None = None) -> Episode:
         return Episode(
