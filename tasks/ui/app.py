@@ -25,7 +25,7 @@ from stateflow.tasks.ui.graph import GraphCache
 from stateflow.tasks.ui.index import IndexedEpisode, RunIndex
 from stateflow.tasks.ui.live import LiveFeed
 from stateflow.tasks.ui.overview import Cell, paired, state_bars, success_plot
-from stateflow.tasks.ui.steps import Step, align, steps_of, submission_of, taken_edges
+from stateflow.tasks.ui.steps import Step, align, ending_of, steps_of, submission_of, taken_edges
 from stateflow.tasks.ui.task_query import QueryError, TaskQuery, choices_of, run_query
 from stateflow.tasks.ui.whatif_jobs import BusyError, WhatIfJob, WhatIfJobs
 
@@ -325,6 +325,8 @@ class UiApp:
             edges=taken_edges(record.transitions),
             sub=submission_of(record),
             others=self._others(ep),
+            ending=ending_of(record),
+            max_turns=_max_turns(record),
         )
 
     def side_by_side(self, params: Mapping[str, str]) -> Response:
@@ -340,6 +342,12 @@ class UiApp:
             sub_a=submission_of(ra),
             sub_b=submission_of(rb),
         )
+
+
+def _max_turns(record: Any) -> int | None:
+    """The episode's turn limit, from its identity (``None`` when the record does not say)."""
+    value = (record.identity or {}).get("max_turns")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _fork_steps(job: WhatIfJob) -> list[Step]:
