@@ -230,13 +230,32 @@ function setupLiveEpisodes() {
 }
 
 function setupReplays() {
-  // a replay running on the server: poll its status, reload the page (with its result) when it ends
+  // the form says exactly what the chosen state, model and scope change (sentences from the server)
+  const form = document.getElementById("whatif-form");
+  if (form) {
+    const changes = JSON.parse(form.dataset.changes || "{}");
+    const what = document.getElementById("whatif-what");
+    const pick = (id) => document.getElementById(id).value;
+    const update = () => { what.textContent = changes[pick("whatif-at") + "|" + pick("whatif-profile") + "|" + pick("whatif-scope")] || ""; };
+    ["whatif-at", "whatif-profile", "whatif-scope"].forEach((id) => document.getElementById(id).addEventListener("change", update));
+    update();
+  }
+  // a replay running on the server: show where it is, reload the page (with its result) when it ends
   document.querySelectorAll('.replay[data-status="running"]').forEach((box) => {
+    const line = box.querySelector(".replay-progress");
     const timer = setInterval(async () => {
       try {
         const r = await fetch("/api/whatif?job=" + encodeURIComponent(box.dataset.job), { cache: "no-store" });
-        const { status } = await r.json();
-        if (status !== "running") { clearInterval(timer); location.reload(); }
+        const job = await r.json();
+        if (job.status !== "running") { clearInterval(timer); location.reload(); return; }
+        const p = job.progress || {};
+        if (line && p.state) {
+          line.replaceChildren(
+            el("span", "", "running " + p.seconds + " s: now in "), el("strong", "replay-state", p.state),
+            el("span", "", " · " + p.steps + " step" + (p.steps === 1 ? "" : "s") + " so far" + (p.last ? " · last: " + p.last : "") + " · also on the "),
+            Object.assign(el("a", "", "live page"), { href: "/live" }));
+          box.dataset.steps = String(p.steps);
+        }
       } catch (err) { clearInterval(timer); }
     }, 500);
   });
