@@ -27,7 +27,7 @@ from stateflow.tasks.kit.episode_record import EpisodeRecord
 from stateflow.flow_ref import is_flow_ref
 from stateflow.graph import to_dot
 
-__all__ = ["FlowGraph", "GraphCache", "dot_from_transitions", "simplify_dot"]
+__all__ = ["FlowGraph", "GraphCache", "dot_from_transitions", "rules_by_state", "simplify_dot"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ class FlowGraph:
     svg: str
     note: str = ""
     simple_svg: str = ""
+    rules: tuple[tuple[str, str], ...] = ()  # (state, "1. submitted · 2. turn limit reached ...")
 
 
 def _quote(text: str) -> str:
@@ -102,12 +103,26 @@ def simplify_dot(dot_text: str) -> str:
     return text[:head] + style + text[head:] + "\n"
 
 
+def rules_by_state(dot_text: str) -> tuple[tuple[str, str], ...]:
+    """Each state's numbered rules, in the order of ``dot_text`` (the simplified drawing's legend)."""
+    found: dict[str, list[str]] = {}
+    for line in dot_text.splitlines():
+        m = _EDGE.match(line)
+        if m:
+            _, src, _, number, condition = m.groups()
+            rule = f"{number}. {condition}"
+            state = found.setdefault(src.strip('"'), [])
+            if rule not in state:
+                state.append(rule)
+    return tuple((state, " · ".join(rules)) for state, rules in found.items())
+
+
 def _render(dot_text: str, *, simple: bool = True) -> FlowGraph:
     """Draw ``dot_text`` (and, with ``simple``, its :func:`simplify_dot` form) as inline SVG."""
     full = _svg(dot_text)
     if not simple or not full.svg:
         return full
-    return FlowGraph(full.svg, full.note, _svg(simplify_dot(dot_text)).svg)
+    return FlowGraph(full.svg, full.note, _svg(simplify_dot(dot_text)).svg, rules_by_state(dot_text))
 
 
 def _svg(dot_text: str) -> FlowGraph:
@@ -154,14 +169,14 @@ class GraphCache:
         elif is_flow_ref(method):
             graph = _render(dot_from_transitions(method, record.transitions))
             note = "no flow card for this user flow here: drawn from this episode's transitions"
-            return FlowGraph(graph.svg, note, graph.simple_svg)
+            return FlowGraph(graph.svg, note, graph.simple_svg, graph.rules)
         else:
             try:
                 flow, _ = build_method(method, default_registry().get(benchmark))
             except Exception as err:  # any failure to build: fall back to the record's edges
                 graph = _render(dot_from_transitions(method, record.transitions))
                 note = f"{method} cannot be built here ({err}); drawn from this episode's transitions"
-                return FlowGraph(graph.svg, note, graph.simple_svg)
+                return FlowGraph(graph.svg, note, graph.simple_svg, graph.rules)
             graph = _render(to_dot(flow))
         with self._lock:
             self._graphs[key] = graph

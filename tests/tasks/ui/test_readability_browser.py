@@ -71,6 +71,13 @@ def test_the_paper_flows_graph_can_be_read_at_1280_px(oracle_run, narrow) -> Non
             for e in driver.find_elements(By.CSS_SELECTOR, "#graph-simple g.edge.visited")
         }
         assert marked == pairs  # the path is drawn on the simplified graph too
+        strokes = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#graph-simple g.edge.visited path'))"
+            ".map(p => getComputedStyle(p).stroke);"
+        )
+        assert strokes and set(strokes) == {"rgb(224, 112, 0)"}  # in the path's colour
+        legend = driver.find_element(By.ID, "graph-rules").text
+        assert "Solve: 1. submitted · 2. turn limit reached · 3. action failed · 4. ran SELECT" in legend
         driver.find_element(By.ID, "pb-first").click()  # playback marks the current state on it
         current = driver.find_element(By.CSS_SELECTOR, "#graph-simple g.node.current title")
         assert current.get_attribute("textContent") == r.path[0]
