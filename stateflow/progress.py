@@ -1,9 +1,9 @@
 """Progress lines for long waits, where a person is watching.
 
 A run on the embedded model can be minutes of silence: the model server starts (seconds), then
-each state's model call takes tens of seconds on a laptop's cores. :func:`stateflow.run` and the
-embedded model's server pool print one line per step of that wait to standard error, so a person
-at a terminal sees what is happening:
+each state's model call takes seconds to tens of seconds on a laptop's cores.
+:func:`stateflow.run` (and ``resume``, ``fork``) and the embedded model's server pool print one
+line per step of that wait to standard error, so a person at a terminal sees what is happening:
 
 .. code-block:: text
 
@@ -18,7 +18,9 @@ at a terminal sees what is happening:
 When: by default only where a person is watching, i.e. standard error is a terminal. Nothing is
 printed when it is a pipe or a file (logs, CI, tests), when ``STATEFLOW_PROGRESS=0`` (or
 ``off``, ``no``, ``false``), or for ``run(..., progress=False)``; ``STATEFLOW_PROGRESS=1``
-forces the lines on. The lines only observe the run: its result, trace and records, and so an
+forces the lines on. The benchmark runner (``stateflow run BENCHMARK``: its own progress bar,
+episodes in parallel), ``stateflow run FLOW --stream`` (it prints every event) and ``stateflow
+serve`` (many concurrent runs) turn them off. The lines only observe the run: its result, trace and records, and so an
 evaluation's episode identities, are the same with or without them (a model call is made the
 same way: progress asks for no streamed tokens).
 """

@@ -326,13 +326,14 @@ def resume(
     human_input: InputStream | None = None,
     telemetry: Any = None,
     on_event: EventSink | None = None,
+    progress: bool | None = None,
 ) -> RunResult:
     """Continue a saved thread: answer the question a paused run waits on, or (``answer=None``)
     go on from the latest checkpoint of a run that crashed or failed.
 
     ``flow`` must be the definition that saved the thread (its fingerprint is checked);
-    ``models`` defaults to the profile names the thread ran with. Other arguments as for
-    :func:`run`.
+    ``models`` defaults to the profile names the thread ran with. Other arguments (``progress``
+    too) as for :func:`run`.
 
     Raises:
         ThreadNotFound: no such thread.
@@ -352,7 +353,8 @@ def resume(
             checkpointer, thread_id, flow, fingerprint, latest.step + 1, extra=_ref(latest.payload.get("flow_ref"))
         )
         episode = _continued(flow, start, view, backends, env, max_transitions, timeout_s, human_input, journal, answer)
-        return _finish(episode, telemetry, raise_errors, thread_id, on_event)
+        on_event, tokens = _with_progress(flow.name, on_event, True, progress)
+        return _finish(episode, telemetry, raise_errors, thread_id, on_event, tokens)
 
 
 def fork(
@@ -374,6 +376,7 @@ def fork(
     human_input: InputStream | None = None,
     telemetry: Any = None,
     on_event: EventSink | None = None,
+    progress: bool | None = None,
 ) -> RunResult:
     """Start a new thread from checkpoint ``at`` of ``thread_id`` and run it to its end.
 
@@ -415,7 +418,8 @@ def fork(
             journal.extra = _ref(source.payload.get("flow_ref"))
         journal.save(start, "paused" if start.pending is not None else "running")
         episode = _continued(flow, start, view, backends, env, max_transitions, timeout_s, human_input, journal, answer)
-        return _finish(episode, telemetry, raise_errors, new_id, on_event)
+        on_event, tokens = _with_progress(flow.name, on_event, True, progress)
+        return _finish(episode, telemetry, raise_errors, new_id, on_event, tokens)
 
 
 def _continued(

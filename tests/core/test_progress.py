@@ -126,3 +126,21 @@ def test_the_embedded_model_start_is_announced_once(monkeypatch, no_setting):
     assert len(lines) == 2, lines
     assert lines[0].startswith("stateflow: starting the embedded model local-small")
     assert lines[1].startswith("stateflow: embedded model local-small ready after ")
+
+
+def test_a_resumed_or_forked_thread_shows_progress_too(monkeypatch, no_setting, tmp_path):
+    from stateflow.checkpoint import SQLiteCheckpointer
+    from stateflow.runtime import fork
+    from stateflow.threads import history
+
+    store = SQLiteCheckpointer(tmp_path / "runs.db")
+    _run(checkpointer=store, thread_id="t")
+    review = next(s.step for s in history("t", checkpointer=store) if s.state == "Review")
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    again = ScriptedLLM(["APPROVED"])
+    branch = fork("t", review, checkpointer=store, flow=_flow(), models=scripted(), scripts={"fake": again})
+    assert branch.path[-1] == "Done"
+    lines = tty.getvalue().splitlines()
+    assert lines[0].startswith("stateflow: draft-review: now in Review")
+    assert lines[-1].startswith("stateflow: draft-review: finished in Done")
