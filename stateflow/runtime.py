@@ -30,7 +30,7 @@ from stateflow.checkpoint import Checkpointer
 from stateflow.emitter import Emitter
 from stateflow.episode import Episode
 from stateflow.errors import CheckpointError, ConfigError, RunCancelled
-from stateflow.events import EventSink, Interrupted, RunFinished, RunStarted, StateEntered
+from stateflow.events import Event, EventSink, Interrupted, RunFinished, RunStarted, StateEntered
 from stateflow.fingerprint import flow_fingerprint
 from stateflow.flow import Flow
 from stateflow.outputs import LLM, Human
@@ -109,6 +109,28 @@ def _announced(episode: Episode, on_event: EventSink, thread_id: str | None, tok
         episode.backends.emitter = emitter
 
 
+def _with_progress(
+    name: str, on_event: EventSink | None, tokens: bool, progress: bool | None
+) -> tuple[EventSink | None, bool]:
+    """``on_event`` and ``tokens`` with :mod:`stateflow.progress`'s printer added when progress is on.
+
+    The printer asks for no tokens: alone, it leaves model calls as they are without a sink."""
+    from stateflow.progress import ProgressPrinter, progress_enabled
+
+    if not progress_enabled(setting=progress):
+        return on_event, tokens
+    printer = ProgressPrinter(name)
+    if on_event is None:
+        return printer, False
+    inner = on_event
+
+    def both(event: Event) -> None:
+        printer(event)
+        inner(event)
+
+    return both, tokens
+
+
 def _finish(
     episode: Episode,
     telemetry: Any,
@@ -174,6 +196,7 @@ def run(
     calls: CallLog | None = None,
     on_event: EventSink | None = None,
     tokens: bool = True,
+    progress: bool | None = None,
 ) -> RunResult:
     """Run ``flow`` on ``task`` and return its exit state, history and trace.
 
@@ -218,6 +241,9 @@ def run(
             and :func:`stateflow.live.astream` are built on it.
         tokens: with ``on_event``, stream every model reply and report its token deltas (False:
             steps and transitions only; model calls are made as without ``on_event``).
+        progress: print a line to standard error per state entered, per model reply and at the
+            end (:mod:`stateflow.progress`); ``None`` (default): only when standard error is a
+            terminal and ``STATEFLOW_PROGRESS`` is not ``0``. The result is the same either way.
 
     Raises:
         ConfigError: a state's model profile is unknown or unusable; a per-state model key that
@@ -244,6 +270,7 @@ def run(
     backends = _backends(flow, models, scripts, cassette, http, calls)
     deadline = time.monotonic() + timeout_s if timeout_s else None
     limit = max_transitions or flow.max_transitions
+    on_event, tokens = _with_progress(flow.name, on_event, tokens, progress)
 
     def episode(start: RunState | None = None, journal: ThreadJournal | None = None) -> Episode:
         return Episode(
@@ -299,13 +326,14 @@ def resume(
     human_input: InputStream | None = None,
     telemetry: Any = None,
     on_event: EventSink | None = None,
+    progress: bool | None = None,
 ) -> RunResult:
     """Continue a saved thread: answer the question a paused run waits on, or (``answer=None``)
     go on from the latest checkpoint of a run that crashed or failed.
 
     ``flow`` must be the definition that saved the thread (its fingerprint is checked);
-    ``models`` defaults to the profile names the thread ran with. Other arguments as for
-    :func:`run`.
+    ``models`` defaults to the profile names the thread ran with. Other arguments (``progress``
+    too) as for :func:`run`.
 
     Raises:
         ThreadNotFound: no such thread.
@@ -325,7 +353,8 @@ def resume(
             checkpointer, thread_id, flow, fingerprint, latest.step + 1, extra=_ref(latest.payload.get("flow_ref"))
         )
         episode = _continued(flow, start, view, backends, env, max_transitions, timeout_s, human_input, journal, answer)
-        return _finish(episode, telemetry, raise_errors, thread_id, on_event)
+        on_event, tokens = _with_progress(flow.name, on_event, True, progress)
+        return _finish(episode, telemetry, raise_errors, thread_id, on_event, tokens)
 
 
 def fork(
@@ -347,6 +376,7 @@ def fork(
     human_input: InputStream | None = None,
     telemetry: Any = None,
     on_event: EventSink | None = None,
+    progress: bool | None = None,
 ) -> RunResult:
     """Start a new thread from checkpoint ``at`` of ``thread_id`` and run it to its end.
 
@@ -388,7 +418,8 @@ def fork(
             journal.extra = _ref(source.payload.get("flow_ref"))
         journal.save(start, "paused" if start.pending is not None else "running")
         episode = _continued(flow, start, view, backends, env, max_transitions, timeout_s, human_input, journal, answer)
-        return _finish(episode, telemetry, raise_errors, new_id, on_event)
+        on_event, tokens = _with_progress(flow.name, on_event, True, progress)
+        return _finish(episode, telemetry, raise_errors, new_id, on_event, tokens)
 
 
 def _continued(

@@ -107,6 +107,7 @@ class FlowService:
                 flow_ref=self.flow_ref,
                 telemetry=False,
                 on_event=on_event,
+                progress=False,  # a server's runs are many and concurrent: its clients get the events
             )
 
         return call

@@ -435,7 +435,7 @@ def _run_flow(
 
         on_event = EventPrinter(console)
     if thread is None and checkpoints is None:
-        result = run(flow, task, models=assignment, on_event=on_event)
+        result = run(flow, task, models=assignment, on_event=on_event, progress=False if stream else None)
     else:
         from stateflow.checkpoint.location import open_checkpointer
 
@@ -450,6 +450,7 @@ def _run_flow(
                 checkpointer=store,
                 flow_ref=saved_ref,
                 on_event=on_event,
+                progress=False if stream else None,  # --stream prints every event already
             )
         finally:
             store.close()

@@ -153,6 +153,7 @@ def run_episode(
             calls=calls,
             on_event=on_event,
             tokens=tokens,
+            progress=False,  # the runner shows its own progress (episodes run in parallel)
         )
         v = episode_vars(result)
         status = "ok"

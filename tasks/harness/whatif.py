@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,8 +44,10 @@ from stateflow.envs.base import Environment
 from stateflow.tasks.agents.methods import build_method
 from stateflow.tasks.harness.episode import EpisodeSpec, run_episode
 from stateflow.tasks.harness.identity import EpisodeIdentity, dataset_fingerprint, flow_fingerprint, models_fingerprint
+from stateflow.tasks.harness.live_file import LiveEpisode, LiveFile, clear_live, live_path
 from stateflow.tasks.harness.records import ResultsFile, check_results_file, latest_records
 from stateflow.tasks.harness.registry import BenchmarkRegistry
+from stateflow.tasks.harness.run_lock import RunLock
 from stateflow.tasks.harness.runner import select_tasks
 from stateflow.tasks.kit.benchmark import Benchmark, EnvOptions
 from stateflow.tasks.kit.episode_record import EpisodeRecord
@@ -52,6 +55,7 @@ from stateflow.tasks.kit.episode_record import EpisodeRecord
 from stateflow.backends.call_log import RecordedCall
 from stateflow.backends.http import HttpClients
 from stateflow.errors import ConfigError
+from stateflow.events import Event, EventSink
 from stateflow.profiles import ModelAssignment, parse_model_options
 
 __all__ = ["WhatIfEpisode", "WhatIfPlan", "WhatIfResult", "plan_whatif", "run_whatif"]
@@ -281,6 +285,14 @@ def _label(models: ModelAssignment, at: str) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(models.by_state.items())) + f" (whatif at {at})"
 
 
+def _both(first: EventSink, second: EventSink) -> EventSink:
+    def sink(event: Event) -> None:
+        first(event)
+        second(event)
+
+    return sink
+
+
 def _faithful(record: EpisodeRecord, prefix: tuple[RecordedCall, ...]) -> bool:
     """The replay consumed the whole prefix as recorded (a diverged one raised, or stopped early)."""
     if record.status == "error" and (record.error or "").startswith("ReplayDiverged"):
@@ -295,16 +307,43 @@ def run_whatif(
     env_factory: Callable[[Benchmark, EnvOptions], Environment] | None = None,
     timeout_s: float = 600.0,
     on_record: Callable[[EpisodeRecord], None] | None = None,
+    on_event: EventSink | None = None,
 ) -> WhatIfResult:
     """Re-run every episode of ``plan`` (see the module docstring) and compare it with its record.
+
+    While it runs, ``plan.out`` is locked as a run's results directory is
+    (:mod:`~stateflow.tasks.harness.run_lock`: a second replay into it fails at once) and each
+    episode in flight writes its events to ``plan.out/live/`` as the runner's do
+    (:mod:`~stateflow.tasks.harness.live_file`), so ``stateflow ui``'s live page lists it; the
+    side file is deleted once its record is saved.
 
     Args:
         plan: from :func:`plan_whatif`.
         env_factory: opens an environment (default: the benchmark's own ``open_env``).
         timeout_s: seconds per episode.
         on_record: called with each new record once it is saved (progress).
+        on_event: also receives every event of the episodes re-run (:mod:`stateflow.events`;
+            steps and transitions, no tokens): ``stateflow ui`` shows a replay's progress from them.
+
+    Raises:
+        RunInProgressError: another process is writing to ``plan.out``.
     """
     plan.out.mkdir(parents=True, exist_ok=True)
+    with RunLock(plan.out):
+        clear_live(plan.out)  # a killed replay's side files: not in flight any more
+        try:
+            return _run_whatif(plan, env_factory, timeout_s, on_record, on_event)
+        finally:
+            clear_live(plan.out)
+
+
+def _run_whatif(
+    plan: WhatIfPlan,
+    env_factory: Callable[[Benchmark, EnvOptions], Environment] | None,
+    timeout_s: float,
+    on_record: Callable[[EpisodeRecord], None] | None,
+    on_event: EventSink | None,
+) -> WhatIfResult:
     results = ResultsFile(plan.out / "results.jsonl")
     have = {(r.identity_digest, r.task): r for r in latest_records(results.load(repair=True).records)}
     open_env = env_factory or (lambda bench, options: bench.open_env(options))
@@ -350,7 +389,16 @@ def run_whatif(
                 http=http,
                 replay=episode.prefix,
             )
-            record = run_episode(env, src.task, spec).stamped(identity.to_dict(), identity.digest)
+            side = LiveFile(
+                live_path(plan.out, identity.digest, src.task),
+                LiveEpisode(ident.method, src.task, src.query, identity.models, time.time()),
+            )
+            sink = side if on_event is None else _both(side, on_event)
+            try:
+                record = run_episode(env, src.task, spec, on_event=sink).stamped(identity.to_dict(), identity.digest)
+                side.end(record.status)
+            finally:
+                side.close()
             record = record.model_copy(
                 update={
                     "sample": src.sample,
@@ -363,6 +411,7 @@ def run_whatif(
                 }
             )
             results.append(record)
+            live_path(plan.out, identity.digest, src.task).unlink(missing_ok=True)  # recorded: not in flight
             new.append((episode, record))
             if on_record is not None:
                 on_record(record)

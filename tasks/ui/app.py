@@ -25,9 +25,9 @@ from stateflow.tasks.ui.graph import GraphCache
 from stateflow.tasks.ui.index import IndexedEpisode, RunIndex
 from stateflow.tasks.ui.live import LiveFeed
 from stateflow.tasks.ui.overview import Cell, paired, state_bars, success_plot
-from stateflow.tasks.ui.steps import Step, align, steps_of, submission_of, taken_edges
+from stateflow.tasks.ui.steps import Step, align, ending_of, steps_of, submission_of, taken_edges
 from stateflow.tasks.ui.task_query import QueryError, TaskQuery, choices_of, run_query
-from stateflow.tasks.ui.whatif_jobs import BusyError, WhatIfJob, WhatIfJobs
+from stateflow.tasks.ui.whatif_jobs import SCOPES, BusyError, WhatIfJob, WhatIfJobs, describe_change
 
 from stateflow.errors import ConfigError
 
@@ -112,19 +112,20 @@ class UiApp:
             self.index.refresh()
             ep = self._episode_param(params)
             source = self.index.sources[ep.ref.source]
-            if source.given_file:
-                raise QueryError(
-                    f"source {ep.ref.source} is the file {source.path.name}; replays need a results directory "
-                    "given to `stateflow ui` (they write next to its records)"
-                )
             record = self.index.load(ep)
+            refusal = self.whatif.refusal(record, given_file=source.given_file)
+            if refusal:
+                raise ConfigError(f"source {ep.ref.source} task {record.task} cannot be replayed: {refusal}")
             at, profile = params.get("at", ""), params.get("profile", "")
+            scope = params.get("scope", "on")
             if at not in record.path:
                 raise QueryError(f"at={at!r} is not a state of this episode's path ({' > '.join(record.path)})")
             if profile not in self.whatif.profile_names():
                 known = ", ".join(self.whatif.profile_names()) or "none (start `stateflow ui` with --config)"
                 raise QueryError(f"profile={profile!r} is not a known model profile; known: {known}")
-            job = self.whatif.start(ep.ref.source, source.root, record, at, profile)
+            if scope not in SCOPES:
+                raise QueryError(f"scope={scope!r}: expected one of {', '.join(SCOPES)}")
+            job = self.whatif.start(ep.ref.source, source.root, record, at, profile, scope)
         except QueryError as err:
             return self._error(400, str(err))
         except BusyError as err:
@@ -305,18 +306,27 @@ class UiApp:
         record = self.index.load(ep)
         jobs = self.whatif.of_episode(ep.ref.source, record.identity_digest or "", record.task) if self.whatif else []
         replays = [(j, _fork_steps(j)) for j in jobs]
-        can_replay = (
-            self.whatif is not None
-            and not self.index.sources[ep.ref.source].given_file
-            and bool(record.calls)
-            and (record.identity or {}).get("policy") != "oracle"  # a gold replay has no model to swap
-        )
+        given_file = self.index.sources[ep.ref.source].given_file
+        refusal = self.whatif.refusal(record, given_file=given_file) if self.whatif else ""
+        replay_states = [s for s in dict.fromkeys(record.path) if any(c.get("state") == s for c in record.calls)]
+        profiles = self.whatif.profile_names() if self.whatif else []
+        changes: dict[str, str] = {}
+        if self.whatif is not None and not refusal:
+            llm_states = self.whatif.llm_states(record)
+            changes = {
+                f"{at}|{p}|{scope}": describe_change(record, llm_states, at, p, scope)
+                for at in replay_states
+                for p in profiles
+                for scope in SCOPES
+            }
         return self._page(
             "episode.html",
             replays=replays,
-            can_replay=can_replay,
-            replay_states=[s for s in dict.fromkeys(record.path) if any(c.get("state") == s for c in record.calls)],
-            profiles=self.whatif.profile_names() if self.whatif else [],
+            can_replay=self.whatif is not None and not refusal,
+            refusal=refusal,
+            changes=changes,
+            replay_states=replay_states,
+            profiles=profiles,
             token=self.token,
             ep=ep,
             r=record,
@@ -325,6 +335,8 @@ class UiApp:
             edges=taken_edges(record.transitions),
             sub=submission_of(record),
             others=self._others(ep),
+            ending=ending_of(record),
+            max_turns=_max_turns(record),
         )
 
     def side_by_side(self, params: Mapping[str, str]) -> Response:
@@ -340,6 +352,12 @@ class UiApp:
             sub_a=submission_of(ra),
             sub_b=submission_of(rb),
         )
+
+
+def _max_turns(record: Any) -> int | None:
+    """The episode's turn limit, from its identity (``None`` when the record does not say)."""
+    value = (record.identity or {}).get("max_turns")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _fork_steps(job: WhatIfJob) -> list[Step]:

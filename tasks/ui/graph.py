@@ -13,6 +13,7 @@ what the page's script matches against the path.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import threading
@@ -26,15 +27,23 @@ from stateflow.tasks.kit.episode_record import EpisodeRecord
 from stateflow.flow_ref import is_flow_ref
 from stateflow.graph import to_dot
 
-__all__ = ["FlowGraph", "GraphCache", "dot_from_transitions"]
+__all__ = ["FlowGraph", "GraphCache", "dot_from_transitions", "rules_by_state", "simplify_dot"]
 
 
 @dataclass(frozen=True)
 class FlowGraph:
-    """An SVG (``""`` when none could be drawn) and a note saying how it was drawn or why not."""
+    """An SVG (``""`` when none could be drawn) and a note saying how it was drawn or why not.
+
+    ``simple_svg`` is the same flow simplified (:func:`simplify_dot`): one arrow per pair of
+    states, labelled with the rules' numbers, and the states without their outputs, in larger
+    type. The paper's SQL flow has 25 rules; drawn whole in a page column its labels are about 5
+    pixels high, so the episode page offers the simplified drawing and an "actual size" view.
+    """
 
     svg: str
     note: str = ""
+    simple_svg: str = ""
+    rules: tuple[tuple[str, str], ...] = ()  # (state, "1. submitted · 2. turn limit reached ...")
 
 
 def _quote(text: str) -> str:
@@ -56,7 +65,67 @@ def dot_from_transitions(name: str, transitions: Sequence[Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _render(dot_text: str) -> FlowGraph:
+_EDGE = re.compile(r'^(\s*)(".*?(?<!\\)"|\w+) -> (".*?(?<!\\)"|\w+) \[label="(\d+)\. ((?:[^"\\]|\\.)*)"\];$')
+_LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"')
+
+
+def simplify_dot(dot_text: str) -> str:
+    """The flow of ``dot_text`` (as :func:`stateflow.graph.to_dot` writes it) with its rules
+    between the same two states merged into one arrow labelled by their numbers (its tooltip
+    lists them), and each state labelled by its name only, in larger type.
+
+    Edge titles stay ``Source->Target``, so the page's path highlighting finds them.
+    """
+    out: list[str] = []
+    merged: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    where: dict[tuple[str, str], tuple[int, str]] = {}
+    for line in dot_text.splitlines():
+        m = _EDGE.match(line)
+        if m:
+            indent, src, dst, number, condition = m.groups()
+            if (src, dst) not in merged:
+                merged[src, dst] = []
+                where[src, dst] = (len(out), indent)
+                out.append("")  # filled below, in the place of the pair's first rule
+            merged[src, dst].append((number, condition))
+            continue
+        if "->" not in line and "[" in line and "label=" in line and not line.lstrip().startswith(("node", "edge")):
+            line = _LABEL.sub(lambda lm: 'label="' + lm.group(1).split("\\n")[0] + '"', line, count=1)
+        out.append(line)
+    for (src, dst), rules in merged.items():
+        at, indent = where[src, dst]
+        numbers = ", ".join(n for n, _ in rules)
+        tip = "; ".join(f"{n}. {c}" for n, c in rules)
+        out[at] = f'{indent}{src} -> {dst} [label="{numbers}", tooltip="{tip}"];'
+    text = "\n".join(out)
+    head = text.find("{") + 1
+    style = "\n  graph [nodesep=0.5, ranksep=0.5];\n  node [fontsize=18];\n  edge [fontsize=16];"
+    return text[:head] + style + text[head:] + "\n"
+
+
+def rules_by_state(dot_text: str) -> tuple[tuple[str, str], ...]:
+    """Each state's numbered rules, in the order of ``dot_text`` (the simplified drawing's legend)."""
+    found: dict[str, list[str]] = {}
+    for line in dot_text.splitlines():
+        m = _EDGE.match(line)
+        if m:
+            _, src, _, number, condition = m.groups()
+            rule = f"{number}. {condition}"
+            state = found.setdefault(src.strip('"'), [])
+            if rule not in state:
+                state.append(rule)
+    return tuple((state, " · ".join(rules)) for state, rules in found.items())
+
+
+def _render(dot_text: str, *, simple: bool = True) -> FlowGraph:
+    """Draw ``dot_text`` (and, with ``simple``, its :func:`simplify_dot` form) as inline SVG."""
+    full = _svg(dot_text)
+    if not simple or not full.svg:
+        return full
+    return FlowGraph(full.svg, full.note, _svg(simplify_dot(dot_text)).svg, rules_by_state(dot_text))
+
+
+def _svg(dot_text: str) -> FlowGraph:
     dot = shutil.which("dot")
     if dot is None:
         return FlowGraph("", "Graphviz is not installed (apt-get install graphviz), so the flow graph is not drawn.")
@@ -99,14 +168,15 @@ class GraphCache:
             graph = _render(mine[0].dot)
         elif is_flow_ref(method):
             graph = _render(dot_from_transitions(method, record.transitions))
-            return FlowGraph(graph.svg, "no flow card for this user flow here: drawn from this episode's transitions")
+            note = "no flow card for this user flow here: drawn from this episode's transitions"
+            return FlowGraph(graph.svg, note, graph.simple_svg, graph.rules)
         else:
             try:
                 flow, _ = build_method(method, default_registry().get(benchmark))
             except Exception as err:  # any failure to build: fall back to the record's edges
                 graph = _render(dot_from_transitions(method, record.transitions))
                 note = f"{method} cannot be built here ({err}); drawn from this episode's transitions"
-                return FlowGraph(graph.svg, note)
+                return FlowGraph(graph.svg, note, graph.simple_svg, graph.rules)
             graph = _render(to_dot(flow))
         with self._lock:
             self._graphs[key] = graph

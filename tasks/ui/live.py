@@ -6,7 +6,10 @@ sees the episode's first state) and then followed: each complete new line is sen
 ``{"src": N, "file": NAME, "line": {...}}``; when a file goes away (its record is saved) a
 ``{"src": N, "file": NAME, "gone": true}`` follows. Files left by a run that was killed (the
 process named in the directory's run lock is gone) are announced once with ``"stale": true``:
-they will never be recorded, until the next run into that directory sweeps them. A line torn
+they will never be recorded, until the next run into that directory sweeps them. A what-if
+replay's directory inside a source (``whatif-*``) is followed the same way (its files are named
+``whatif-<...>/<file>``), so a replay started from an episode page or by ``stateflow whatif`` is
+listed while it runs. A line torn
 by a writer still writing it waits for its newline; a line that is not JSON is skipped (the file
 is the runner's, but the reader trusts nothing). Reading is bounded: at most :data:`READ_LIMIT` bytes per file and pass.
 """
@@ -62,6 +65,19 @@ def _writer_alive(root: Path) -> bool:
     return True
 
 
+def _writers(root: Path) -> list[tuple[Path, str]]:
+    """The directories under ``root`` whose side files the feed follows, with the prefix of their
+    files' names: the run's own, and each what-if replay's (``root/whatif-*``, written by
+    :func:`~stateflow.tasks.harness.whatif.run_whatif`: ``stateflow whatif`` or a replay started
+    from an episode page)."""
+    found = [(root, "")]
+    try:
+        replays = sorted(p for p in root.glob("whatif-*") if p.is_dir())[:_MAX_FILES]
+    except OSError:
+        replays = []
+    return found + [(p, p.name + "/") for p in replays]
+
+
 @dataclass
 class LiveFeed:
     """Follows the side files of ``roots`` (the UI's results directories, by source number).
@@ -83,20 +99,21 @@ class LiveFeed:
         out: list[dict[str, Any]] = []
         seen: set[tuple[int, str]] = set()
         for src, root in self.roots:
-            folder = root / LIVE_DIR
-            try:
-                files = sorted(folder.glob("*.jsonl"))[:_MAX_FILES]
-            except OSError:
-                files = []
-            alive = _writer_alive(root) if files else True
-            for path in files:
-                key = (src, path.stem)
-                seen.add(key)
-                tail = self._tails.setdefault(key, _Tail())
-                out.extend({"src": src, "file": path.stem, "line": line} for line in self._read(path, tail))
-                if not alive and not tail.stale:
-                    tail.stale = True
-                    out.append({"src": src, "file": path.stem, "stale": True})
+            for folder, prefix in _writers(root):
+                try:
+                    files = sorted((folder / LIVE_DIR).glob("*.jsonl"))[:_MAX_FILES]
+                except OSError:
+                    files = []
+                alive = _writer_alive(folder) if files else True
+                for path in files:
+                    name = prefix + path.stem
+                    key = (src, name)
+                    seen.add(key)
+                    tail = self._tails.setdefault(key, _Tail())
+                    out.extend({"src": src, "file": name, "line": line} for line in self._read(path, tail))
+                    if not alive and not tail.stale:
+                        tail.stale = True
+                        out.append({"src": src, "file": name, "stale": True})
         for key in [k for k in self._tails if k not in seen]:
             del self._tails[key]
             out.append({"src": key[0], "file": key[1], "gone": True})

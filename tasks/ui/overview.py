@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from stateflow.tasks.harness.records import latest_records, record_key
@@ -69,6 +69,10 @@ class Cell:
         seconds: mean wall-clock seconds per episode; tokens: mean prompt + completion tokens.
         states: mean prompt + completion tokens per episode by state, in the order its episodes
             first visit them (states without tokens left out).
+        setting: what tells this row apart from another row of the same method and models
+            (empty when it is the only one); ``conditions`` says what the row was run under
+            (dataset, policy, turn limit, grammar, environment), so the overview's setting
+            column is never blank for records that keep their identity.
     """
 
     id: str
@@ -89,6 +93,7 @@ class Cell:
     seconds: float
     errored: int
     states: tuple[tuple[str, float], ...] = ()
+    conditions: str = ""
 
     @property
     def tokens(self) -> float:
@@ -126,8 +131,29 @@ def cells_of_totals(totals: Mapping[CellKey, CellTotals], identities: Mapping[st
         digests.sort()
         labels = setting_labels([dict(identities.get(d) or {}) for d in digests])
         for label, digest in sorted(zip(labels, digests, strict=True), key=lambda t: t[0]):
-            out.append(_cell(benchmark, method, models, label, totals[benchmark, method, models, digest]))
+            cell = _cell(benchmark, method, models, label, totals[benchmark, method, models, digest])
+            out.append(replace(cell, conditions=conditions_of(identities.get(digest) or {})))
     return out
+
+
+def conditions_of(identity: Mapping[str, Any]) -> str:
+    """What a row was run under, from its identity: ``"demo · oracle · 10 turns · no grammar · sqlite"``.
+
+    ``""`` for records without an identity (written before identities were stored).
+    """
+    if not identity:
+        return ""
+    parts = [str(identity.get("dataset", "?")), str(identity.get("policy", "?"))]
+    if identity.get("max_turns") is not None:
+        parts.append(f"{identity['max_turns']} turns")
+    parts.append("grammar" if identity.get("grammar") else "no grammar")
+    if identity.get("backend"):
+        parts.append(str(identity["backend"]))
+    if identity.get("database_scope") not in (None, "", "benchmark"):
+        parts.append(f"databases: {identity['database_scope']}")
+    if identity.get("repeat") is not None:
+        parts.append(f"repeat {identity['repeat']}")
+    return " · ".join(parts)
 
 
 def _cell(benchmark: str, method: str, models: str, setting: str, t: CellTotals) -> Cell:
@@ -173,7 +199,12 @@ def paired(baseline: Cell, candidate: Cell, records: Iterable[EpisodeRecord]) ->
 
 @dataclass(frozen=True)
 class PlotPoint:
-    """One cell on the success-vs-cost plot, in SVG user units (y grows downwards)."""
+    """One cell on the success-vs-cost plot, in SVG user units (y grows downwards).
+
+    ``x`` is where its numbered marker is drawn; ``x0`` where its value is. They differ when the
+    marker was moved aside so as not to cover another one at (nearly) the same place; a thin
+    line then joins the marker to a dot at its value.
+    """
 
     cell_id: str
     x: float
@@ -183,6 +214,11 @@ class PlotPoint:
     color: str
     number: int
     title: str
+    x0: float = 0.0
+
+    @property
+    def moved(self) -> bool:
+        return abs(self.x - self.x0) > 0.01
 
 
 @dataclass(frozen=True)
@@ -222,6 +258,26 @@ def _fmt(v: float) -> str:
     return f"{v:g}"
 
 
+MARKER_R = 6.0  # the radius of a plot marker (the template draws circles of this size)
+
+
+def _dodge(points: Sequence[PlotPoint], lo: float, hi: float) -> tuple[PlotPoint, ...]:
+    """Move markers sideways, in order, until none covers another (rows with the same success and
+    nearly the same cost would otherwise hide each other's number); each keeps its value's x."""
+    gap = 2 * MARKER_R + 1.5
+    placed: list[PlotPoint] = []
+    for p in points:
+        for k in range(len(points) * 2 + 1):
+            shift = gap * ((k + 1) // 2) * (1 if k % 2 else -1)
+            x = p.x + shift
+            if not lo <= x <= hi and k:
+                continue
+            if all(math.hypot(x - q.x, p.y - q.y) >= gap for q in placed):
+                break
+        placed.append(replace(p, x=x, x0=p.x))
+    return tuple(placed)
+
+
 def success_plot(rows: Sequence[Cell], *, width: int = 720, height: int = 380) -> SuccessPlot:
     """Lay out one point per row: success % (with its interval) against cost, or tokens when free."""
     by_cost = any(c.cost for c in rows)
@@ -257,6 +313,7 @@ def success_plot(rows: Sequence[Cell], *, width: int = 720, height: int = 380) -
         )
         for i, (c, x) in enumerate(zip(rows, xs, strict=True))
     )
+    points = _dodge(points, left, left + plot_w)
     n_ticks = round(x_top / step)
     x_ticks = tuple((sx(i * step), _fmt(round(i * step, 10))) for i in range(n_ticks + 1))
     y_ticks = tuple((sy(v), str(v)) for v in range(0, 101, 20))

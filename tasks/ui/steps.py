@@ -25,6 +25,7 @@ __all__ = [
     "Submission",
     "VoteCandidate",
     "align",
+    "ending_of",
     "fs_rows",
     "steps_of",
     "submission_of",
@@ -248,3 +249,33 @@ def taken_edges(transitions: Sequence[Any]) -> list[tuple[str, str, str]]:
         for t in transitions
         if isinstance(t, dict)
     ]
+
+
+def ending_of(record: EpisodeRecord) -> str:
+    """Why the episode ended, in words: what the episode page shows as "ended".
+
+    The record's ``stop_reason`` says only how the *flow* stopped (``final``: a final state was
+    reached), which reads as a normal end when the turn limit sent the episode to ``End``; here
+    the rule that fired last, whether the agent submitted, and the turn limit (from the identity)
+    say what actually happened. Archived records keep no transitions: the turn count decides.
+    """
+    if record.status != "ok":
+        return f"{record.status} (see the error below)" if record.error else record.status
+    reason = record.stop_reason or ""
+    if reason == "max_transitions":
+        return "the flow's transition bound (max_transitions) was reached"
+    if reason != "final":
+        return reason or "-"
+    last = record.transitions[-1] if record.transitions and isinstance(record.transitions[-1], dict) else {}
+    rule = str(last.get("rule", ""))
+    limit = (record.identity or {}).get("max_turns")
+    out_of_turns = "turn limit" in rule or (
+        not rule and not record.submitted and isinstance(limit, int) and record.turns >= limit
+    )
+    if out_of_turns:
+        used = f" ({record.turns} of {limit} turns)" if isinstance(limit, int) else ""
+        return f"turn limit reached{used}, not submitted"
+    if record.submitted:
+        return "submitted"
+    end = record.path[-1] if record.path else "a final state"
+    return f"reached {end}" + (f" by rule '{rule}'" if rule else "") + " without submitting"

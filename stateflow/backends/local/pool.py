@@ -12,10 +12,11 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from stateflow.backends.local.catalog import model_spec
 from stateflow.backends.local.errors import ServerStartError
@@ -24,6 +25,9 @@ from stateflow.backends.local.server import ManagedServer, ServerConfig, cpu_cor
 from stateflow.backends.local.store import ModelLocation, ModelStore
 from stateflow.errors import ConfigError
 from stateflow.profiles import ModelProfile
+from stateflow.progress import say
+
+T = TypeVar("T")
 
 __all__ = ["LocalServerPool", "ServerHandle", "check_server", "default_pool", "resolve_endpoint", "start_servers"]
 
@@ -155,7 +159,8 @@ class LocalServerPool:
         With replicas, the URL of the replica that serves the current
         :func:`~stateflow.backends.local.replicas.route_requests` block.
         """
-        return self.server(local_model, alias, n_threads=n_threads, replicas=replicas).ensure_running()
+        server = self.server(local_model, alias, n_threads=n_threads, replicas=replicas)
+        return _announced_start(local_model, server, server.ensure_running)
 
     def location(self, local_model: str) -> ModelLocation | None:
         """Where the model file of a server in this pool came from."""
@@ -291,12 +296,25 @@ def start_servers(
         default = None if pool.replicas(p.local_model) is not None else replicas
         want = p.replicas if p.replicas is not None else default
         server = pool.server(p.local_model, alias=p.model, n_threads=p.n_threads, replicas=want)
-        members = server.start_all() if isinstance(server, ReplicaSet) else [server.ensure_running()]
+        start = server.start_all if isinstance(server, ReplicaSet) else lambda s=server: [s.ensure_running()]
+        members = _announced_start(p.local_model, server, start)
         urls[p.name] = members[0]
         if warm:
             for url in members:
                 _first_request(p, url)
     return urls
+
+
+def _announced_start(local_model: str, server: Any, start: Callable[[], T]) -> T:
+    """``start()``, with a progress line before and after when it starts a server (a model load
+    takes seconds: :mod:`stateflow.progress` prints where a person is watching)."""
+    if server.alive():
+        return start()
+    say(f"starting the embedded model {local_model} (loading it takes a few seconds)...")
+    began = time.monotonic()
+    out = start()
+    say(f"embedded model {local_model} ready after {time.monotonic() - began:.1f} s")
+    return out
 
 
 def _first_request(profile: ModelProfile, url: str) -> None:

@@ -28,10 +28,31 @@ function highlightPath(box, path, current, edges) {
     n.classList.toggle("visited", visited.has(name));
     n.classList.toggle("current", current !== null && name === current);
   });
+  const simple = box.dataset.simple === "yes"; // one arrow per pair of states: the pair decides
   box.querySelectorAll("svg g.edge").forEach((e) => {
     const k = titleOf(e);
-    const taken = rules.has(k) ? rules.get(k).has(edgeRule(e)) : pairs.has(k);
+    const taken = simple || !rules.has(k) ? pairs.has(k) : rules.get(k).has(edgeRule(e));
     e.classList.toggle("visited", pairs.has(k) && taken);
+  });
+}
+
+function setupGraphViews() {
+  // the episode page's graph: every rule or simplified, fitted to the column or at actual size
+  const full = document.getElementById("graph");
+  const simple = document.getElementById("graph-simple");
+  if (!full || !simple) return;
+  const buttons = (ids, on) => ids.forEach((id) => document.getElementById(id).classList.toggle("on", id === on));
+  document.getElementById("g-every").addEventListener("click", () => {
+    full.classList.remove("hidden"); simple.classList.add("hidden"); buttons(["g-every", "g-simple"], "g-every");
+  });
+  document.getElementById("g-simple").addEventListener("click", () => {
+    simple.classList.remove("hidden"); full.classList.add("hidden"); buttons(["g-every", "g-simple"], "g-simple");
+  });
+  document.getElementById("g-fit").addEventListener("click", () => {
+    [full, simple].forEach((b) => b.classList.remove("actual")); buttons(["g-fit", "g-actual"], "g-fit");
+  });
+  document.getElementById("g-actual").addEventListener("click", () => {
+    [full, simple].forEach((b) => b.classList.add("actual")); buttons(["g-fit", "g-actual"], "g-actual");
   });
 }
 
@@ -41,7 +62,9 @@ function setupEpisode() {
   if (!box) return;
   const path = JSON.parse(box.dataset.path || "[]");
   const edges = JSON.parse(box.dataset.edges || "[]");
-  highlightPath(box, path, null, edges);
+  const boxes = [box, document.getElementById("graph-simple")].filter(Boolean);
+  const mark = (p, current) => boxes.forEach((b) => highlightPath(b, p, current, edges));
+  mark(path, null);
   if (!steps.length) return;
   let pos = -1; // -1: every step shown
   let timer = null;
@@ -54,14 +77,14 @@ function setupEpisode() {
     });
     if (pos < 0) {
       label.textContent = "all steps";
-      highlightPath(box, path, null, edges);
+      mark(path, null);
     } else {
       const st = steps[pos];
       label.textContent = "step " + (pos + 1) + " of " + steps.length + " · " + st.dataset.state;
       // the path walked so far: the states of the steps shown
       const walked = [];
       steps.slice(0, pos + 1).forEach((s) => { if (walked[walked.length - 1] !== s.dataset.state) walked.push(s.dataset.state); });
-      highlightPath(box, walked, st.dataset.state, edges);
+      mark(walked, st.dataset.state);
       st.scrollIntoView({ block: "nearest" });
     }
   }
@@ -89,17 +112,35 @@ function setupPlot() {
   });
 }
 
+function badgeState(badge, state, text, title) {
+  // the header's badge says in words (and its tooltip in full) why its colour is what it is
+  if (!badge) return;
+  badge.classList.toggle("paused", state !== "live");
+  badge.classList.toggle("offline", state === "offline");
+  badge.dataset.state = state;
+  badge.textContent = text;
+  badge.title = title;
+}
+
 function setupLive() {
   // a run in progress: poll the server's stamp and reload the page body when the files grew
   if (document.body.dataset.live !== "yes") return;
   const badge = document.getElementById("live");
   const every = parseInt(document.body.dataset.pollMs || "2000", 10);
-  if (document.getElementById("playback")) { if (badge) badge.classList.add("paused"); return; } // an episode does not change
-  if (document.getElementById("live-episodes")) return; // the live page is fed by its own stream
+  if (document.getElementById("playback")) { // an episode does not change
+    badgeState(badge, "static", "not refreshed", "grey: an episode's record does not change once saved, so this page is not refreshed (the overview and tasks pages are)");
+    return;
+  }
+  if (badge) badge.dataset.liveTitle = badge.title;
+  if (document.getElementById("live-episodes")) {
+    badgeState(badge, "live", "live", "live: this page shows the episodes in flight as their events arrive");
+    return; // the live page is fed by its own stream
+  }
   setInterval(async () => {
     try {
       const r = await fetch("/api/stamp", { cache: "no-store" });
       const { stamp } = await r.json();
+      if (badge && badge.dataset.state !== "live") badgeState(badge, "live", "live", badge.dataset.liveTitle || "");
       if (stamp === document.body.dataset.stamp) return;
       const page = await fetch(location.href, { cache: "no-store" });
       const doc = new DOMParser().parseFromString(await page.text(), "text/html");
@@ -108,7 +149,7 @@ function setupLive() {
       document.body.dataset.stamp = doc.body.dataset.stamp;
       setupPlot();
     } catch (err) {
-      if (badge) badge.classList.add("paused");
+      badgeState(badge, "offline", "offline", "orange: the last check for new records failed (the server stopped, or answered with an error); the page goes live again when a check succeeds");
     }
   }, every);
 }
@@ -189,13 +230,32 @@ function setupLiveEpisodes() {
 }
 
 function setupReplays() {
-  // a replay running on the server: poll its status, reload the page (with its result) when it ends
+  // the form says exactly what the chosen state, model and scope change (sentences from the server)
+  const form = document.getElementById("whatif-form");
+  if (form) {
+    const changes = JSON.parse(form.dataset.changes || "{}");
+    const what = document.getElementById("whatif-what");
+    const pick = (id) => document.getElementById(id).value;
+    const update = () => { what.textContent = changes[pick("whatif-at") + "|" + pick("whatif-profile") + "|" + pick("whatif-scope")] || ""; };
+    ["whatif-at", "whatif-profile", "whatif-scope"].forEach((id) => document.getElementById(id).addEventListener("change", update));
+    update();
+  }
+  // a replay running on the server: show where it is, reload the page (with its result) when it ends
   document.querySelectorAll('.replay[data-status="running"]').forEach((box) => {
+    const line = box.querySelector(".replay-progress");
     const timer = setInterval(async () => {
       try {
         const r = await fetch("/api/whatif?job=" + encodeURIComponent(box.dataset.job), { cache: "no-store" });
-        const { status } = await r.json();
-        if (status !== "running") { clearInterval(timer); location.reload(); }
+        const job = await r.json();
+        if (job.status !== "running") { clearInterval(timer); location.reload(); return; }
+        const p = job.progress || {};
+        if (line && p.state) {
+          line.replaceChildren(
+            el("span", "", "running " + p.seconds + " s: now in "), el("strong", "replay-state", p.state),
+            el("span", "", " · " + p.steps + " step" + (p.steps === 1 ? "" : "s") + " so far" + (p.last ? " · last: " + p.last : "") + " · also on the "),
+            Object.assign(el("a", "", "live page"), { href: "/live" }));
+          box.dataset.steps = String(p.steps);
+        }
       } catch (err) { clearInterval(timer); }
     }, 500);
   });
@@ -218,6 +278,7 @@ function setupReport() {
   });
 }
 
+setupGraphViews();
 setupEpisode();
 setupReport();
 setupPlot();
