@@ -138,3 +138,44 @@ def test_a_finished_thread_started_from_python_says_finished_before_asking_for_i
     assert p.returncode == 1 and "has finished" in p.stderr and "--flow" not in p.stderr
     running_from_python = _cli(tmp_path, store, "fork", "p", "--at", "1")
     assert running_from_python.returncode == 1 and "started from Python" in running_from_python.stderr
+
+
+def test_a_read_only_store_can_be_listed_and_read(tmp_path) -> None:
+    # regression ([edges] 12): `threads` on a read-only store said "attempt to write a readonly
+    # database" (or "unable to open database file" in a read-only folder)
+    import shutil
+    import stat
+
+    project, store = tmp_path / "project", tmp_path / "ro" / "threads.db"
+    project.mkdir()
+    store.parent.mkdir()
+    (project / "flows.py").write_text(FLOWS)
+    with FakeOpenAIServer(lambda model, messages, body: "a draft") as srv:
+        started = _cli(
+            project, store, "run", "flows:FLOW", "--task", "v", "--thread", "ro-1", "-m", f"openai:m@{srv.url}"
+        )
+    assert started.returncode == 0, started.stderr
+    before = {p.name: p.read_bytes() for p in store.parent.iterdir() if p.is_file()}
+    for p in store.parent.iterdir():
+        p.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    store.parent.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    # root writes anything: as root the command runs in a user namespace of its own, where it is not
+    prefix = ["unshare", "-U"] if os.geteuid() == 0 else []
+    if prefix and shutil.which("unshare") is None:
+        raise AssertionError("running as root without `unshare`: cannot make the store read-only to the command")
+    env = {**os.environ, "PYTHONPATH": f"{project}{os.pathsep}{ROOT}"}
+    try:
+        for args in (["threads"], ["history", "ro-1"]):
+            p = subprocess.run(
+                [*prefix, sys.executable, "-m", "stateflow.cli.main", *args, "--checkpoints", str(store)],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=project,
+                timeout=120,
+            )
+            assert p.returncode == 0, p.stderr
+            assert "ro-1" in p.stdout or "paused" in p.stdout, p.stdout
+    finally:
+        store.parent.chmod(0o755)
+    assert {p.name: p.read_bytes() for p in store.parent.iterdir() if p.is_file()} == before
