@@ -11,8 +11,10 @@ continued. :class:`FlowExecutor` takes its place:
   in state ``input-required`` with the question as the status message; the client's next
   message in the same conversation (the same task, or a new one in the same context, as AG2's
   ``A2aRemoteAgent`` sends it) is the answer and resumes the thread;
-* the run's token deltas are streamed as artifact updates, its answer is the final artifact and
-  the task completes; a failed run is a failed task (sending another message continues the thread
+* the run's token deltas are streamed as chunks of one artifact, the answer's last chunk marked
+  ``lastChunk`` (:class:`_AnswerArtifact`: a reply's first chunk replaces the artifact, so it
+  holds the answer once, and so does a task paused and answered in a later message), and the
+  task completes; a failed run is a failed task (sending another message continues the thread
   from its last checkpoint); a message for a finished conversation is rejected;
 * messages for one conversation are served one at a time (the lock AG-UI requests use too);
   ``tasks/cancel`` cancels a task and stops its run;
@@ -41,7 +43,7 @@ from a2a.server.tasks import TaskUpdater
 
 from stateflow.checkpoint import ThreadStatus
 from stateflow.errors import StateFlowError
-from stateflow.events import RunFinished, TokenDelta
+from stateflow.events import RunFinished, StateEntered, StepRecorded, TokenDelta, ToolCalled
 from stateflow.fingerprint import flow_fingerprint
 from stateflow.live import astream_call
 from stateflow.serve.guard import (
@@ -170,6 +172,61 @@ class A2AGate:
         await self.app(scope, replay(body, receive), send)
 
 
+class _AnswerArtifact:
+    """A task's answer as one A2A artifact, streamed as the protocol describes it.
+
+    The artifact's id is the task's (``{task_id}-answer``), so a task that pauses and is answered
+    in a later message keeps one artifact. A reply's first token replaces the artifact's content
+    (``append`` false: an earlier state's reply was not the answer), its next tokens are appended
+    (``append`` true). The latest token is held back until the next one comes, so that the last
+    one can carry ``lastChunk`` when the run completes: the chunks then spell the answer once.
+    When the answer is not what was streamed (a tool's result, a task answered in a later
+    message, a model that did not stream), it is sent whole as the artifact's only and last chunk.
+    """
+
+    def __init__(self, updater: TaskUpdater):
+        self.updater = updater
+        self.artifact_id = f"{updater.task_id}-answer"
+        self.text = ""  # the current reply's text so far, held chunk included
+        self._held: tuple[str, bool] | None = None  # (text, append) of the chunk not yet sent
+        self._fresh = True  # the next token starts a reply
+
+    async def _send(self, text: str, *, append: bool, last: bool) -> None:
+        from a2a.types import Part
+
+        await self.updater.add_artifact(
+            parts=[Part(text=text)], artifact_id=self.artifact_id, name="result", append=append, last_chunk=last
+        )
+
+    async def flush(self) -> None:
+        """Send the held chunk (not the last one: the task is not complete)."""
+        if self._held is not None:
+            (text, append), self._held = self._held, None
+            await self._send(text, append=append, last=False)
+
+    def reply_ended(self) -> None:
+        self._fresh = True
+
+    async def token(self, text: str) -> None:
+        if not text:
+            return
+        await self.flush()
+        if self._fresh:
+            self._held, self.text, self._fresh = (text, False), text, False
+        else:
+            self._held, self.text = (text, True), self.text + text
+
+    async def finish(self, answer: str) -> None:
+        """The artifact's last chunk: the held token when the reply streamed is the answer,
+        else the whole answer (which replaces what was streamed)."""
+        if self._held is not None and self.text == answer:
+            (text, append), self._held = self._held, None
+            await self._send(text, append=append, last=True)
+            return
+        self._held = None
+        await self._send(answer, append=False, last=True)
+
+
 class FlowExecutor(AgentExecutor):
     """Runs the served flow for each A2A message; one durable thread per conversation.
 
@@ -232,27 +289,19 @@ class FlowExecutor(AgentExecutor):
             self.slots.give()
 
     async def _run(self, call: RunCall, thread_id: str, updater: TaskUpdater) -> None:
-        from autogen.a2a.utils import copy_artifact, make_artifact, to_core_parts
-
-        artifact = make_artifact(message=None)
-        streamed = False
+        answer = _AnswerArtifact(updater)
         result = None
         try:
             async with aclosing(astream_call(call)) as events:
                 async for event in within(events, self.limits.run_timeout_s):
                     if isinstance(event, TokenDelta):
-                        artifact = copy_artifact(artifact, {"content": event.text})
-                        await updater.add_artifact(
-                            parts=to_core_parts(artifact.parts),
-                            artifact_id=artifact.artifact_id,
-                            name=artifact.name,
-                            append=streamed,
-                            last_chunk=False,
-                        )
-                        streamed = True
+                        await answer.token(event.text)
                     elif isinstance(event, RunFinished):
                         result = event.result
+                    elif isinstance(event, StepRecorded | ToolCalled | StateEntered):
+                        answer.reply_ended()  # the next token starts another reply
         except TimeoutError:
+            await answer.flush()
             message = (
                 f"the run took longer than the server's time-out of {self.limits.run_timeout_s:g} s (its --timeout) "
                 "and was cancelled; send another message to continue the conversation from its last checkpoint"
@@ -260,24 +309,19 @@ class FlowExecutor(AgentExecutor):
             await updater.failed(self._message(updater, message))
             return
         except StateFlowError as err:  # the run could not start (e.g. another process holds the thread)
+            await answer.flush()
             await updater.failed(self._message(updater, f"{type(err).__name__}: {err}"))
             return
         assert result is not None  # a run that returns has announced its end
         if result.status == "failed":
+            await answer.flush()
             await updater.failed(self._message(updater, f"the flow failed: {result.error}"))
             return
         if result.pending is not None:
+            await answer.flush()  # the task goes on: its artifact gets its last chunk when it completes
             await updater.requires_input(self._message(updater, result.pending.question))
             return
-        answer = RunFinished(result).to_dict()["answer"] or ""
-        artifact = copy_artifact(artifact, {"content": answer})
-        await updater.add_artifact(
-            parts=to_core_parts(artifact.parts),
-            artifact_id=artifact.artifact_id,
-            name=artifact.name,
-            append=streamed,
-            last_chunk=True,
-        )
+        await answer.finish(RunFinished(result).to_dict()["answer"] or "")
         await updater.complete()
 
     @staticmethod
