@@ -21,7 +21,8 @@ continued. :class:`FlowExecutor` takes its place:
 * the server's limits hold here too (:class:`A2AGate` before AG2's server): an A2A message with
   more parts or text than :class:`~stateflow.serve.guard.ServeLimits` allows is refused with 413,
   one beyond the server's runs at once with 503 and ``Retry-After``; a run past the time-out is
-  a failed task.
+  a failed task; the server keeps at most ``ServeLimits.max_finished_tasks`` finished tasks
+  for ``tasks/get`` (:class:`BoundedTaskStore`).
 
 Another agent calls the flow with AG2's own client, ``autogen.a2a.A2aRemoteAgent(url=...)``.
 """
@@ -33,13 +34,15 @@ import hashlib
 import json
 import re
 import uuid
+from collections import OrderedDict
 from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.tasks import TaskUpdater
+from a2a.server.tasks import TaskStore, TaskUpdater
+from a2a.types import TaskState
 
 from stateflow.checkpoint import ThreadStatus
 from stateflow.errors import StateFlowError
@@ -65,10 +68,19 @@ if TYPE_CHECKING:
 
     from stateflow.serve.app import FlowService, RunCall
 
-__all__ = ["A2AGate", "FlowExecutor", "a2a_app", "check_message", "thread_for_context"]
+__all__ = ["A2AGate", "BoundedTaskStore", "FlowExecutor", "a2a_app", "check_message", "thread_for_context"]
 
 #: The JSON-RPC methods that run the flow (A2A 0.3 names and the 1.x ones AG2's server takes too).
 RUN_METHODS = frozenset({"message/send", "message/stream", "SendMessage", "SendStreamingMessage"})
+
+_FINISHED_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 
 _SAFE_CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,118}$")
 
@@ -170,6 +182,44 @@ class A2AGate:
             await send_refusal(send, refused)
             return
         await self.app(scope, replay(body, receive), send)
+
+
+class BoundedTaskStore(TaskStore):
+    """AG2's in-memory task store, keeping at most ``keep_finished`` finished tasks.
+
+    AG2's server keeps every task in memory for ``tasks/get`` and nothing removes finished ones:
+    about 4 KiB per A2A task, the only growth left in a 5,000-run soak (``docs/live.md``). A
+    finished task (completed, failed, canceled, rejected) counts from its last save; beyond the
+    bound the oldest is deleted. A task in any other state (working, input-required) is kept.
+    """
+
+    def __init__(self, keep_finished: int):
+        from a2a.server.tasks import InMemoryTaskStore
+
+        self.keep_finished = keep_finished
+        self._inner = InMemoryTaskStore()
+        self._finished: OrderedDict[str, Any] = OrderedDict()  # task id -> its save's context
+
+    async def save(self, task: Any, context: Any) -> None:
+        await self._inner.save(task, context)
+        if task.status.state in _FINISHED_STATES:
+            self._finished[task.id] = context
+            self._finished.move_to_end(task.id)
+        else:
+            self._finished.pop(task.id, None)
+        while len(self._finished) > self.keep_finished:
+            old, old_context = self._finished.popitem(last=False)
+            await self._inner.delete(old, old_context)
+
+    async def get(self, task_id: str, context: Any) -> Any:
+        return await self._inner.get(task_id, context)
+
+    async def list(self, params: Any, context: Any) -> Any:
+        return await self._inner.list(params, context)
+
+    async def delete(self, task_id: str, context: Any) -> None:
+        self._finished.pop(task_id, None)
+        await self._inner.delete(task_id, context)
 
 
 class _AnswerArtifact:
@@ -380,6 +430,8 @@ def a2a_app(
     if bearer:
         scheme = HTTPAuthSecurityScheme(scheme="bearer", description="the server's token (stateflow serve --token)")
         security = {"security_schemes": {"bearer": SecurityScheme(root=scheme)}, "security": [{"bearer": []}]}
-    app = FlowServer(card_agent, url=url, agent_card=CardSettings(skills=[skill], **security)).build()
+    server = FlowServer(card_agent, url=url, agent_card=CardSettings(skills=[skill], **security))
+    handler = server.build_request_handler(task_store=BoundedTaskStore(limits.max_finished_tasks))
+    app = server.build_starlette_app(request_handler=handler)
     app.add_middleware(A2AGate, limits=limits, slots=slots)
     return app

@@ -125,6 +125,14 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[
             float, typer.Option(min=0.1, help="seconds a run may take (then cancelled)", rich_help_panel=_LIMITS_HELP)
         ] = 600.0,
+        max_finished_tasks: Annotated[
+            int,
+            typer.Option(
+                min=1,
+                help="finished A2A tasks kept for tasks/get (then the oldest dropped)",
+                rich_help_panel=_LIMITS_HELP,
+            ),
+        ] = 1000,
     ) -> None:
         """Serve FLOW over HTTP: AG-UI at /agui (server-sent events), A2A at /a2a/, threads at /threads/ID."""
         try:
@@ -154,6 +162,7 @@ def register(app: typer.Typer) -> None:
             max_message_chars=max_message_chars,
             max_runs=max_runs,
             run_timeout_s=timeout,
+            max_finished_tasks=max_finished_tasks,
         )
         the_flow = resolve_flow(flow, registered_flows())
         assignment, _ = _assignment(model or [], config)

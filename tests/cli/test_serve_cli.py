@@ -166,6 +166,7 @@ def test_the_served_runs_share_one_set_of_connection_pools(tmp_path, monkeypatch
 
     def fake_serve(service, **kwargs):  # instead of uvicorn: two runs as the routes start them
         seen.append(service.http)
+        assert kwargs["limits"].max_finished_tasks == 7  # --max-finished-tasks reaches the server
         service.starter("first", "th-1")(lambda event: None)
         service.starter("second", "th-2")(lambda event: None)
         seen.append(dict(service.http._clients))
@@ -176,7 +177,7 @@ def test_the_served_runs_share_one_set_of_connection_pools(tmp_path, monkeypatch
         monkeypatch.syspath_prepend(str(project))
         monkeypatch.setattr(serve_module, "serve", fake_serve)
         argv = ["serve", "flows:FLOW", "--config", "models.toml", "--checkpoints", str(tmp_path / "t.db")]
-        assert main(argv) == 0
+        assert main([*argv, "--max-finished-tasks", "7"]) == 0
         assert len(srv.requests) == 2
     http, clients = seen
     assert isinstance(http, HttpClients) and list(clients) == [srv.url]  # one pool, both runs

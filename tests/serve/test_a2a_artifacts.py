@@ -149,3 +149,29 @@ def test_a_reply_before_a_tool_call_is_replaced_by_the_next_reply():
 
     with served(flow, responder) as (base, _srv, _store):
         asyncio.run(talk(base))
+
+
+def test_the_server_keeps_a_bounded_number_of_finished_a2a_tasks():
+    # the soak's last growth (~4 KiB per A2A task): AG2's server kept every task in memory
+    from stateflow.serve import ServeLimits
+
+    def send(base: str, context: str, task_id: str | None = None, text: str = "go") -> dict:
+        message = {"role": "user", "parts": [{"kind": "text", "text": text}], "messageId": uuid.uuid4().hex,
+                   "contextId": context, "kind": "message"}  # fmt: skip
+        if task_id is not None:
+            message["taskId"] = task_id
+        body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+        return httpx.post(f"{base}/a2a/", json=body, timeout=60).json()["result"]
+
+    def kept(base: str, task_id: str) -> bool:
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": task_id}}
+        return "result" in httpx.post(f"{base}/a2a/", json=body, timeout=60).json()
+
+    limits = ServeLimits(max_finished_tasks=3)
+    with served(_approval(), lambda model, messages, body: "the db host is up", limits=limits) as (base, _srv, _s):
+        paused = [send(base, f"c{i}") for i in range(5)]
+        assert {t["status"]["state"] for t in paused} == {"input-required"}
+        assert all(kept(base, t["id"]) for t in paused)  # a task waiting for its answer is never dropped
+        done = [send(base, t["contextId"], t["id"], "yes") for t in paused]
+        assert {t["status"]["state"] for t in done} == {"completed"}
+        assert [kept(base, t["id"]) for t in paused] == [False, False, True, True, True]  # the 3 latest
