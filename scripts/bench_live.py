@@ -6,6 +6,7 @@ Usage::
     .venv/bin/python scripts/bench_live.py [--part all|events|asyncio|floor|serve|soak|ttft] [--runs 50]
         [--latency 0.2] [--clients 50] [--requests 500] [--model local-small] [--json FILE]
         [--soak-runs 5000] [--soak-clients 8] [--soak-warmup 500] [--soak-a2a-every 5]
+        [--soak-max-finished-tasks N]
     # the embedded-model part needs the shared model lock:
     flock /work/model.lock .venv/bin/python scripts/bench_live.py --part ttft
 
@@ -54,9 +55,10 @@ What it measures (every ratio is against a baseline measured in the same process
 Last measured (2026-11-28, four runs, load 1.2-3.2): warm pool 1.31-1.56x one ``arun`` at
 1.6-2.8 ms CPU per run, against 1.52-1.71x at 2.6-3.9 ms for the baseline pools interleaved in
 the same process (lean; 1.34x against 1.59x at load 1.2-1.4); see docs/live.md.
-Soak (2026-11-29, 5,000 runs, 8 clients, pinned to one core with ``taskset -c 1``, load 2.9-9.4):
-server RSS 211.1 -> 214.9 MiB after 500 warm-up runs (+1.8 %), 13.4 ms server CPU per run, 0
-failures; docs/live.md, "Soak".
+Soak (2026-11-29, 5,000 runs, 8 clients, pinned to one core with ``taskset -c 1``, load 3.1-7.9):
+server RSS 211.6 -> 216.9 MiB after 500 warm-up runs (+2.5 %, all 1,000 A2A tasks kept), 18.0 ms
+server CPU per run; with ``--soak-max-finished-tasks 100`` 211.8 -> 212.3 MiB (+0.2 %), 15.8 ms;
+0 failures; docs/live.md, "Soak".
 """
 
 from __future__ import annotations
@@ -585,13 +587,16 @@ def _a2a_body(context: str, text: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
 
 
-def bench_soak(runs: int, clients: int, warmup: int, samples: int, a2a_every: int) -> dict[str, Any]:
+def bench_soak(
+    runs: int, clients: int, warmup: int, samples: int, a2a_every: int, serve_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """``runs`` runs through ``stateflow serve`` itself (the command, in its own process, a SQLite
     store in a temporary folder, the fake server as its model, in its own process): ``clients``
     clients at once, each run on a new thread, every ``a2a_every``-th one an A2A ``message/send``
     (0: none), the others AG-UI streams read to the end. The server's resident memory (VmRSS) is
     read after ``warmup`` runs and then ``samples`` times; reported: RSS after warm-up, at the end,
-    its growth, the peak, the server's CPU per run after warm-up (and the fake server's), failures."""
+    its growth, the peak, the server's CPU per run after warm-up (and the fake server's), failures.
+    ``serve_args``: more options for the command (e.g. ``--max-finished-tasks 100``)."""
     import subprocess
     import tempfile
 
@@ -609,7 +614,7 @@ def bench_soak(runs: int, clients: int, warmup: int, samples: int, a2a_every: in
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project), str(ROOT), env.get("PYTHONPATH", "")) if p)
         env.pop("STATEFLOW_SERVE_TOKEN", None)
         cmd = [sys.executable, "-m", "stateflow.cli.main", "serve", "flows:FLOW", "--config", "models.toml"]
-        cmd += ["--checkpoints", str(project / "threads.db"), "--port", str(port)]
+        cmd += ["--checkpoints", str(project / "threads.db"), "--port", str(port), *serve_args]
         server = subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         base = f"http://127.0.0.1:{port}"
         try:
@@ -674,6 +679,7 @@ def bench_soak(runs: int, clients: int, warmup: int, samples: int, a2a_every: in
         "runs": runs,
         "clients": clients,
         "a2a_every": a2a_every,
+        "serve_args": list(serve_args),
         "warmup_runs": warmup,
         "failed": len(failures),
         "failures_sample": failures[:3],
@@ -752,6 +758,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--soak-warmup", type=int, default=500)
     ap.add_argument("--soak-samples", type=int, default=10)
     ap.add_argument("--soak-a2a-every", type=int, default=5, help="every Nth soak run is an A2A message (0: none)")
+    ap.add_argument("--soak-max-finished-tasks", type=int, help="the server's --max-finished-tasks (default: its own)")
     # the HTTP client of the fake server's profile (ModelProfile.client) for --part asyncio
     ap.add_argument("--client", default="auto", choices=["auto", "openai", "lean"])
     args = ap.parse_args(argv)
@@ -768,7 +775,12 @@ def main(argv: list[str] | None = None) -> int:
             report["serve"] = bench_serve(args.clients, args.requests)
         elif part == "soak":
             report["soak"] = bench_soak(
-                args.soak_runs, args.soak_clients, args.soak_warmup, args.soak_samples, args.soak_a2a_every
+                args.soak_runs,
+                args.soak_clients,
+                args.soak_warmup,
+                args.soak_samples,
+                args.soak_a2a_every,
+                ("--max-finished-tasks", str(args.soak_max_finished_tasks)) if args.soak_max_finished_tasks else (),
             )
             report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
         elif part == "ttft":
