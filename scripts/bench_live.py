@@ -3,8 +3,10 @@
 
 Usage::
 
-    .venv/bin/python scripts/bench_live.py [--part all|events|asyncio|floor|serve|ttft] [--runs 50]
+    .venv/bin/python scripts/bench_live.py [--part all|events|asyncio|floor|serve|soak|ttft] [--runs 50]
         [--latency 0.2] [--clients 50] [--requests 500] [--model local-small] [--json FILE]
+        [--soak-runs 5000] [--soak-clients 8] [--soak-warmup 500] [--soak-a2a-every 5]
+        [--soak-max-finished-tasks N]
     # the embedded-model part needs the shared model lock:
     flock /work/model.lock .venv/bin/python scripts/bench_live.py --part ttft
 
@@ -40,6 +42,11 @@ What it measures (every ratio is against a baseline measured in the same process
   to the end) post ``--requests`` runs on new threads in total. Reported: requests per second,
   median and p95 request time, the server process's peak RSS (it runs in a child process, so the
   client's memory is not counted).
+* **soak** (not part of ``all``): ``--soak-runs`` runs through the ``stateflow serve`` command
+  itself (its own process, a SQLite store, the fake server as its model), ``--soak-clients`` at
+  once, every ``--soak-a2a-every``-th an A2A ``message/send``, the rest AG-UI streams. Reported:
+  the server's resident memory after ``--soak-warmup`` runs and at the end (target: growth <=
+  10 %), its samples and peak, the server's CPU per run after warm-up, failures, the load average.
 * **ttft**: the embedded model (``--model``, default ``local-small``): a one-state flow whose LLM
   writes up to 48 tokens, with and without a grammar; each variant run ``--ttft-reps`` times
   alternately streamed (time to the first ``TokenDelta``) and not streamed (the reply's latency).
@@ -48,6 +55,10 @@ What it measures (every ratio is against a baseline measured in the same process
 Last measured (2026-11-28, four runs, load 1.2-3.2): warm pool 1.31-1.56x one ``arun`` at
 1.6-2.8 ms CPU per run, against 1.52-1.71x at 2.6-3.9 ms for the baseline pools interleaved in
 the same process (lean; 1.34x against 1.59x at load 1.2-1.4); see docs/live.md.
+Soak (2026-11-29, 5,000 runs, 8 clients, pinned to one core with ``taskset -c 1``, load 3.1-7.9):
+server RSS 211.6 -> 216.9 MiB after 500 warm-up runs (+2.5 %, all 1,000 A2A tasks kept), 18.0 ms
+server CPU per run; with ``--soak-max-finished-tasks 100`` 211.8 -> 212.3 MiB (+0.2 %), 15.8 ms;
+0 failures; docs/live.md, "Soak".
 """
 
 from __future__ import annotations
@@ -532,6 +543,159 @@ def bench_serve(clients: int, requests: int) -> dict[str, Any]:
     }
 
 
+# -- soak: memory and CPU of the command-line server over thousands of runs -------------------------
+
+_SOAK_FLOWS = """
+from stateflow import LLM, Flow, Prompt, State, Transition
+
+ask = State("Ask", Prompt("Answer."), LLM())
+FLOW = Flow("soak", initial=ask, transitions=[Transition(ask, State("Done", final=True))])
+"""
+
+
+def _proc_status(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _agui_body(thread: str, text: str) -> dict[str, Any]:
+    return {
+        "threadId": thread,
+        "runId": f"r-{thread}",
+        "messages": [{"id": "1", "role": "user", "content": text}],
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+
+
+def _a2a_body(context: str, text: str) -> dict[str, Any]:
+    message = {
+        "role": "user",
+        "parts": [{"kind": "text", "text": text}],
+        "messageId": f"m-{context}",
+        "contextId": context,
+        "kind": "message",
+    }
+    return {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
+
+
+def bench_soak(
+    runs: int, clients: int, warmup: int, samples: int, a2a_every: int, serve_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``runs`` runs through ``stateflow serve`` itself (the command, in its own process, a SQLite
+    store in a temporary folder, the fake server as its model, in its own process): ``clients``
+    clients at once, each run on a new thread, every ``a2a_every``-th one an A2A ``message/send``
+    (0: none), the others AG-UI streams read to the end. The server's resident memory (VmRSS) is
+    read after ``warmup`` runs and then ``samples`` times; reported: RSS after warm-up, at the end,
+    its growth, the peak, the server's CPU per run after warm-up (and the fake server's), failures.
+    ``serve_args``: more options for the command (e.g. ``--max-finished-tasks 100``)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="sf-soak-") as tmp, _FakeProcess(_reply_served) as srv:
+        project = Path(tmp)
+        (project / "flows.py").write_text(_SOAK_FLOWS)
+        (project / "models.toml").write_text(
+            f'[profiles.fake]\nmodel = "m"\nprovider = "openai"\nbase_url = "{srv.url}"\napi_key_env = ""\n'
+            '[models]\ndefault = "fake"\n'
+        )
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(project), str(ROOT), env.get("PYTHONPATH", "")) if p)
+        env.pop("STATEFLOW_SERVE_TOKEN", None)
+        cmd = [sys.executable, "-m", "stateflow.cli.main", "serve", "flows:FLOW", "--config", "models.toml"]
+        cmd += ["--checkpoints", str(project / "threads.db"), "--port", str(port), *serve_args]
+        server = subprocess.Popen(cmd, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if httpx.get(f"{base}/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError(f"stateflow serve did not start: {server.stderr.read()!r}") from None  # type: ignore[union-attr]
+                    time.sleep(0.1)
+            pid = server.pid
+            rss_start = _proc_status(pid, "VmRSS")
+            marks: list[tuple[int, float, int, float, float]] = []  # (runs done, wall, RSS KiB, CPU s, fake CPU s)
+            done = [0]
+            failures: list[str] = []
+            every = max(1, (runs - warmup) // max(1, samples))
+
+            def mark() -> None:
+                marks.append((done[0], time.perf_counter(), _proc_status(pid, "VmRSS"), _proc_cpu_s(pid), srv.cpu_s()))
+
+            async def one(client: httpx.AsyncClient, i: int) -> None:
+                if a2a_every and i % a2a_every == 0:
+                    r = await client.post(f"{base}/a2a/", json=_a2a_body(f"soak-{i}", f"task {i}"))
+                    state = r.json().get("result", {}).get("status", {}).get("state") if r.status_code == 200 else None
+                    if state != "completed":
+                        failures.append(f"a2a {r.status_code} {state}")
+                else:
+                    last = ""
+                    async with client.stream("POST", f"{base}/agui", json=_agui_body(f"soak-{i}", f"task {i}")) as r:
+                        async for line in r.aiter_lines():
+                            if line.startswith("data: "):
+                                last = line
+                    if '"RUN_FINISHED"' not in last:
+                        failures.append(f"agui {r.status_code} {last[:80]}")
+                done[0] += 1
+                if done[0] == warmup or (done[0] > warmup and (done[0] - warmup) % every == 0):
+                    mark()
+
+            async def main() -> None:
+                limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+                async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+                    queue = iter(range(runs))
+
+                    async def worker() -> None:
+                        for i in queue:
+                            await one(client, i)
+
+                    await asyncio.gather(*[worker() for _ in range(clients)])
+
+            t0 = time.perf_counter()
+            asyncio.run(main())
+            wall = time.perf_counter() - t0
+            rss_peak = _proc_status(pid, "VmHWM")
+        finally:
+            server.terminate()
+            server.wait(30)
+    first, last = marks[0], marks[-1]
+    measured = last[0] - first[0]
+    return {
+        "runs": runs,
+        "clients": clients,
+        "a2a_every": a2a_every,
+        "serve_args": list(serve_args),
+        "warmup_runs": warmup,
+        "failed": len(failures),
+        "failures_sample": failures[:3],
+        "wall_s": round(wall, 1),
+        "server_rss_idle_mib": round(rss_start / 1024, 1),
+        "server_rss_after_warmup_mib": round(first[2] / 1024, 1),
+        "server_rss_end_mib": round(last[2] / 1024, 1),
+        "server_rss_growth_after_warmup_pct": round(100 * (last[2] - first[2]) / first[2], 1),
+        "server_rss_peak_mib": round(rss_peak / 1024, 1),
+        "server_rss_samples_mib": [(n, round(rss / 1024, 1)) for n, _, rss, _, _ in marks],
+        "server_cpu_ms_per_run": round(1000 * (last[3] - first[3]) / measured, 2) if measured else None,
+        "fake_model_cpu_ms_per_run": round(1000 * (last[4] - first[4]) / measured, 2) if measured else None,
+        "runs_per_s_after_warmup": round(measured / (last[1] - first[1]), 1) if measured else None,
+    }
+
+
 # -- time to first token on the embedded model -----------------------------------------------------
 
 
@@ -580,7 +744,7 @@ def bench_ttft(model: str, reps: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", default="all", choices=["all", "events", "asyncio", "floor", "serve", "ttft"])
+    ap.add_argument("--part", default="all", choices=["all", "events", "asyncio", "floor", "serve", "soak", "ttft"])
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--clients", type=int, default=50)
@@ -588,6 +752,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="local-small")
     ap.add_argument("--ttft-reps", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    # --part soak (not in "all": it takes minutes)
+    ap.add_argument("--soak-runs", type=int, default=5000)
+    ap.add_argument("--soak-clients", type=int, default=8)
+    ap.add_argument("--soak-warmup", type=int, default=500)
+    ap.add_argument("--soak-samples", type=int, default=10)
+    ap.add_argument("--soak-a2a-every", type=int, default=5, help="every Nth soak run is an A2A message (0: none)")
+    ap.add_argument("--soak-max-finished-tasks", type=int, help="the server's --max-finished-tasks (default: its own)")
     # the HTTP client of the fake server's profile (ModelProfile.client) for --part asyncio
     ap.add_argument("--client", default="auto", choices=["auto", "openai", "lean"])
     args = ap.parse_args(argv)
@@ -602,6 +773,16 @@ def main(argv: list[str] | None = None) -> int:
             report["floor"] = bench_floor(args.runs, args.latency)
         elif part == "serve":
             report["serve"] = bench_serve(args.clients, args.requests)
+        elif part == "soak":
+            report["soak"] = bench_soak(
+                args.soak_runs,
+                args.soak_clients,
+                args.soak_warmup,
+                args.soak_samples,
+                args.soak_a2a_every,
+                ("--max-finished-tasks", str(args.soak_max_finished_tasks)) if args.soak_max_finished_tasks else (),
+            )
+            report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
         elif part == "ttft":
             report["ttft"] = bench_ttft(args.model, args.ttft_reps)
         print(json.dumps({part: report[part]}, indent=2), flush=True)

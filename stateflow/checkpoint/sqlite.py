@@ -9,6 +9,7 @@ import hashlib
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,6 +88,23 @@ def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+class _Held:
+    """A thread's connection and its current ``synchronous`` level, kept in a thread-local: when
+    the thread ends its local values are dropped and a finalizer closes the connection."""
+
+    __slots__ = ("__weakref__", "conn", "level")
+
+    def __init__(self, conn: sqlite3.Connection, level: str):
+        self.conn, self.level = conn, level
+
+
+def _forget(conn: sqlite3.Connection, connections: dict[int, sqlite3.Connection]) -> None:
+    """Close a connection whose thread ended (no lock: a finalizer may run under any lock;
+    ``dict.pop`` is atomic, and closing a closed connection does nothing)."""
+    connections.pop(id(conn), None)
+    conn.close()
+
+
 class SQLiteCheckpointer:
     """Checkpoints in one SQLite file (write-ahead log), usable from several threads and processes.
 
@@ -160,7 +178,7 @@ class SQLiteCheckpointer:
         self._timeout = timeout
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._connections: builtins.list[sqlite3.Connection] = []
+        self._connections: dict[int, sqlite3.Connection] = {}  # open ones, by id (see _Held)
         self._claims_dir = self.path.with_name(self.path.name + ".claims")
         self.read_only = False  # set when the file can only be read (see _connect_read_only)
         try:
@@ -173,9 +191,9 @@ class SQLiteCheckpointer:
 
     def _connect(self) -> sqlite3.Connection:
         """This thread's connection (sqlite3 connections must not be shared between threads)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is not None:
+            return held.conn
         # isolation_level=None: transactions are opened explicitly (BEGIN IMMEDIATE in put).
         conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False)
         level = "FULL" if self.sync == "full" else "NORMAL"
@@ -188,10 +206,13 @@ class SQLiteCheckpointer:
             if not self.path.is_file():
                 raise
             conn = self._connect_read_only()  # e.g. a store on a read-only disk: it can still be listed
-        self._local.conn = conn
-        self._local.level = level
-        with self._lock:
-            self._connections.append(conn)
+        held = _Held(conn, level)
+        self._local.held = held
+        connections = self._connections
+        connections[id(conn)] = conn
+        # Closed when its thread ends (the thread's local values are dropped then): a server runs
+        # each streamed run on a new thread, and kept connections held descriptors and memory.
+        weakref.finalize(held, _forget, conn, connections)
         return conn
 
     def _connect_read_only(self) -> sqlite3.Connection:
@@ -226,9 +247,10 @@ class SQLiteCheckpointer:
             # inside a transaction, so it is set before BEGIN (and only when it changes).
             synced = c.status is ThreadStatus.PAUSED or (self.sync == "status" and c.status is not ThreadStatus.RUNNING)
             level = "FULL" if synced else "NORMAL"
-            if self._local.level != level:
+            held = self._local.held
+            if held.level != level:
                 conn.execute(f"PRAGMA synchronous={level}")
-                self._local.level = level
+                held.level = level
         if self._put_next(conn, c):
             return
         conn.execute("BEGIN IMMEDIATE")
@@ -419,8 +441,8 @@ class SQLiteCheckpointer:
 
     def close(self) -> None:
         """Close every connection this object opened (from any thread); the file stays."""
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for conn in connections:
+        connections, self._connections = self._connections, {}
+        for conn in list(connections.values()):
             conn.close()
+        connections.clear()
         self._local = threading.local()

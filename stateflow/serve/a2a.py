@@ -11,15 +11,18 @@ continued. :class:`FlowExecutor` takes its place:
   in state ``input-required`` with the question as the status message; the client's next
   message in the same conversation (the same task, or a new one in the same context, as AG2's
   ``A2aRemoteAgent`` sends it) is the answer and resumes the thread;
-* the run's token deltas are streamed as artifact updates, its answer is the final artifact and
-  the task completes; a failed run is a failed task (sending another message continues the thread
+* the run's token deltas are streamed as chunks of one artifact, the answer's last chunk marked
+  ``lastChunk`` (:class:`_AnswerArtifact`: a reply's first chunk replaces the artifact, so it
+  holds the answer once, and so does a task paused and answered in a later message), and the
+  task completes; a failed run is a failed task (sending another message continues the thread
   from its last checkpoint); a message for a finished conversation is rejected;
 * messages for one conversation are served one at a time (the lock AG-UI requests use too);
   ``tasks/cancel`` cancels a task and stops its run;
 * the server's limits hold here too (:class:`A2AGate` before AG2's server): an A2A message with
   more parts or text than :class:`~stateflow.serve.guard.ServeLimits` allows is refused with 413,
   one beyond the server's runs at once with 503 and ``Retry-After``; a run past the time-out is
-  a failed task.
+  a failed task; the server keeps at most ``ServeLimits.max_finished_tasks`` finished tasks
+  for ``tasks/get`` (:class:`BoundedTaskStore`).
 
 Another agent calls the flow with AG2's own client, ``autogen.a2a.A2aRemoteAgent(url=...)``.
 """
@@ -31,17 +34,19 @@ import hashlib
 import json
 import re
 import uuid
+from collections import OrderedDict
 from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.tasks import TaskUpdater
+from a2a.server.tasks import TaskStore, TaskUpdater
+from a2a.types import TaskState
 
 from stateflow.checkpoint import ThreadStatus
 from stateflow.errors import StateFlowError
-from stateflow.events import RunFinished, TokenDelta
+from stateflow.events import RunFinished, StateEntered, StepRecorded, TokenDelta, ToolCalled
 from stateflow.fingerprint import flow_fingerprint
 from stateflow.live import astream_call
 from stateflow.serve.guard import (
@@ -63,10 +68,19 @@ if TYPE_CHECKING:
 
     from stateflow.serve.app import FlowService, RunCall
 
-__all__ = ["A2AGate", "FlowExecutor", "a2a_app", "check_message", "thread_for_context"]
+__all__ = ["A2AGate", "BoundedTaskStore", "FlowExecutor", "a2a_app", "check_message", "thread_for_context"]
 
 #: The JSON-RPC methods that run the flow (A2A 0.3 names and the 1.x ones AG2's server takes too).
 RUN_METHODS = frozenset({"message/send", "message/stream", "SendMessage", "SendStreamingMessage"})
+
+_FINISHED_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
 
 _SAFE_CONTEXT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,118}$")
 
@@ -170,6 +184,99 @@ class A2AGate:
         await self.app(scope, replay(body, receive), send)
 
 
+class BoundedTaskStore(TaskStore):
+    """AG2's in-memory task store, keeping at most ``keep_finished`` finished tasks.
+
+    AG2's server keeps every task in memory for ``tasks/get`` and nothing removes finished ones:
+    about 4 KiB per A2A task, the only growth left in a 5,000-run soak (``docs/live.md``). A
+    finished task (completed, failed, canceled, rejected) counts from its last save; beyond the
+    bound the oldest is deleted. A task in any other state (working, input-required) is kept.
+    """
+
+    def __init__(self, keep_finished: int):
+        from a2a.server.tasks import InMemoryTaskStore
+
+        self.keep_finished = keep_finished
+        self._inner = InMemoryTaskStore()
+        self._finished: OrderedDict[str, Any] = OrderedDict()  # task id -> its save's context
+
+    async def save(self, task: Any, context: Any) -> None:
+        await self._inner.save(task, context)
+        if task.status.state in _FINISHED_STATES:
+            self._finished[task.id] = context
+            self._finished.move_to_end(task.id)
+        else:
+            self._finished.pop(task.id, None)
+        while len(self._finished) > self.keep_finished:
+            old, old_context = self._finished.popitem(last=False)
+            await self._inner.delete(old, old_context)
+
+    async def get(self, task_id: str, context: Any) -> Any:
+        return await self._inner.get(task_id, context)
+
+    async def list(self, params: Any, context: Any) -> Any:
+        return await self._inner.list(params, context)
+
+    async def delete(self, task_id: str, context: Any) -> None:
+        self._finished.pop(task_id, None)
+        await self._inner.delete(task_id, context)
+
+
+class _AnswerArtifact:
+    """A task's answer as one A2A artifact, streamed as the protocol describes it.
+
+    The artifact's id is the task's (``{task_id}-answer``), so a task that pauses and is answered
+    in a later message keeps one artifact. A reply's first token replaces the artifact's content
+    (``append`` false: an earlier state's reply was not the answer), its next tokens are appended
+    (``append`` true). The latest token is held back until the next one comes, so that the last
+    one can carry ``lastChunk`` when the run completes: the chunks then spell the answer once.
+    When the answer is not what was streamed (a tool's result, a task answered in a later
+    message, a model that did not stream), it is sent whole as the artifact's only and last chunk.
+    """
+
+    def __init__(self, updater: TaskUpdater):
+        self.updater = updater
+        self.artifact_id = f"{updater.task_id}-answer"
+        self.text = ""  # the current reply's text so far, held chunk included
+        self._held: tuple[str, bool] | None = None  # (text, append) of the chunk not yet sent
+        self._fresh = True  # the next token starts a reply
+
+    async def _send(self, text: str, *, append: bool, last: bool) -> None:
+        from a2a.types import Part
+
+        await self.updater.add_artifact(
+            parts=[Part(text=text)], artifact_id=self.artifact_id, name="result", append=append, last_chunk=last
+        )
+
+    async def flush(self) -> None:
+        """Send the held chunk (not the last one: the task is not complete)."""
+        if self._held is not None:
+            (text, append), self._held = self._held, None
+            await self._send(text, append=append, last=False)
+
+    def reply_ended(self) -> None:
+        self._fresh = True
+
+    async def token(self, text: str) -> None:
+        if not text:
+            return
+        await self.flush()
+        if self._fresh:
+            self._held, self.text, self._fresh = (text, False), text, False
+        else:
+            self._held, self.text = (text, True), self.text + text
+
+    async def finish(self, answer: str) -> None:
+        """The artifact's last chunk: the held token when the reply streamed is the answer,
+        else the whole answer (which replaces what was streamed)."""
+        if self._held is not None and self.text == answer:
+            (text, append), self._held = self._held, None
+            await self._send(text, append=append, last=True)
+            return
+        self._held = None
+        await self._send(answer, append=False, last=True)
+
+
 class FlowExecutor(AgentExecutor):
     """Runs the served flow for each A2A message; one durable thread per conversation.
 
@@ -232,27 +339,19 @@ class FlowExecutor(AgentExecutor):
             self.slots.give()
 
     async def _run(self, call: RunCall, thread_id: str, updater: TaskUpdater) -> None:
-        from autogen.a2a.utils import copy_artifact, make_artifact, to_core_parts
-
-        artifact = make_artifact(message=None)
-        streamed = False
+        answer = _AnswerArtifact(updater)
         result = None
         try:
             async with aclosing(astream_call(call)) as events:
                 async for event in within(events, self.limits.run_timeout_s):
                     if isinstance(event, TokenDelta):
-                        artifact = copy_artifact(artifact, {"content": event.text})
-                        await updater.add_artifact(
-                            parts=to_core_parts(artifact.parts),
-                            artifact_id=artifact.artifact_id,
-                            name=artifact.name,
-                            append=streamed,
-                            last_chunk=False,
-                        )
-                        streamed = True
+                        await answer.token(event.text)
                     elif isinstance(event, RunFinished):
                         result = event.result
+                    elif isinstance(event, StepRecorded | ToolCalled | StateEntered):
+                        answer.reply_ended()  # the next token starts another reply
         except TimeoutError:
+            await answer.flush()
             message = (
                 f"the run took longer than the server's time-out of {self.limits.run_timeout_s:g} s (its --timeout) "
                 "and was cancelled; send another message to continue the conversation from its last checkpoint"
@@ -260,24 +359,19 @@ class FlowExecutor(AgentExecutor):
             await updater.failed(self._message(updater, message))
             return
         except StateFlowError as err:  # the run could not start (e.g. another process holds the thread)
+            await answer.flush()
             await updater.failed(self._message(updater, f"{type(err).__name__}: {err}"))
             return
         assert result is not None  # a run that returns has announced its end
         if result.status == "failed":
+            await answer.flush()
             await updater.failed(self._message(updater, f"the flow failed: {result.error}"))
             return
         if result.pending is not None:
+            await answer.flush()  # the task goes on: its artifact gets its last chunk when it completes
             await updater.requires_input(self._message(updater, result.pending.question))
             return
-        answer = RunFinished(result).to_dict()["answer"] or ""
-        artifact = copy_artifact(artifact, {"content": answer})
-        await updater.add_artifact(
-            parts=to_core_parts(artifact.parts),
-            artifact_id=artifact.artifact_id,
-            name=artifact.name,
-            append=streamed,
-            last_chunk=True,
-        )
+        await answer.finish(RunFinished(result).to_dict()["answer"] or "")
         await updater.complete()
 
     @staticmethod
@@ -336,6 +430,8 @@ def a2a_app(
     if bearer:
         scheme = HTTPAuthSecurityScheme(scheme="bearer", description="the server's token (stateflow serve --token)")
         security = {"security_schemes": {"bearer": SecurityScheme(root=scheme)}, "security": [{"bearer": []}]}
-    app = FlowServer(card_agent, url=url, agent_card=CardSettings(skills=[skill], **security)).build()
+    server = FlowServer(card_agent, url=url, agent_card=CardSettings(skills=[skill], **security))
+    handler = server.build_request_handler(task_store=BoundedTaskStore(limits.max_finished_tasks))
+    app = server.build_starlette_app(request_handler=handler)
     app.add_middleware(A2AGate, limits=limits, slots=slots)
     return app

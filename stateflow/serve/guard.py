@@ -211,6 +211,9 @@ class ServeLimits:
             next event (a model call that sends nothing is bounded by its profile's timeout)
             and it ends with a run error / failed task, its thread kept at its last checkpoint.
         retry_after_s: the ``Retry-After`` sent with a 503.
+        max_finished_tasks: finished A2A tasks (completed, failed, canceled, rejected) the
+            server keeps for ``tasks/get``; beyond it the oldest are dropped (a task waiting for
+            its answer is kept). The conversation's thread stays in the checkpointer.
     """
 
     max_body_bytes: int = 1 << 20
@@ -219,9 +222,11 @@ class ServeLimits:
     max_runs: int = 64
     run_timeout_s: float = 600.0
     retry_after_s: int = 5
+    max_finished_tasks: int = 1000
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_messages", "max_message_chars", "max_runs", "retry_after_s"):
+        names = ("max_body_bytes", "max_messages", "max_message_chars", "max_runs", "retry_after_s")
+        for name in (*names, "max_finished_tasks"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"ServeLimits.{name} must be a whole number >= 1, got {value!r}")

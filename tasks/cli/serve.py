@@ -3,7 +3,8 @@
 Binds the loopback unless ``--host`` says otherwise; any other address needs a token
 (``--token`` or ``$STATEFLOW_SERVE_TOKEN``). Only loopback ``Host`` names are answered and no
 other site's page may call the server unless allowed (``--allow-host``, ``--allow-origin``);
-bodies, messages, runs at once and run time are bounded (``--max-*``, ``--timeout``). Threads
+bodies, messages, runs at once and run time are bounded (``--max-*``, ``--timeout``). Every run
+shares one set of connection pools (:class:`~stateflow.backends.http.HttpClients`). Threads
 are kept where ``stateflow run --thread`` keeps them (``--checkpoints``, else
 ``$STATEFLOW_CHECKPOINTS``, else the user data directory), so a thread paused over HTTP can also
 be answered with ``stateflow resume``.
@@ -124,6 +125,14 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[
             float, typer.Option(min=0.1, help="seconds a run may take (then cancelled)", rich_help_panel=_LIMITS_HELP)
         ] = 600.0,
+        max_finished_tasks: Annotated[
+            int,
+            typer.Option(
+                min=1,
+                help="finished A2A tasks kept for tasks/get (then the oldest dropped)",
+                rich_help_panel=_LIMITS_HELP,
+            ),
+        ] = 1000,
     ) -> None:
         """Serve FLOW over HTTP: AG-UI at /agui (server-sent events), A2A at /a2a/, threads at /threads/ID."""
         try:
@@ -137,6 +146,7 @@ def register(app: typer.Typer) -> None:
         from stateflow.tasks.cli import registered_flows
         from stateflow.tasks.cli.run import _announce, _assignment
 
+        from stateflow.backends.http import HttpClients
         from stateflow.checkpoint.location import open_checkpointer
         from stateflow.cli.flows import resolve_flow
         from stateflow.serve.guard import LOOPBACK_HOSTS
@@ -152,13 +162,19 @@ def register(app: typer.Typer) -> None:
             max_message_chars=max_message_chars,
             max_runs=max_runs,
             run_timeout_s=timeout,
+            max_finished_tasks=max_finished_tasks,
         )
         the_flow = resolve_flow(flow, registered_flows())
         assignment, _ = _assignment(model or [], config)
         _check_models(_needed_profiles(the_flow, assignment))
         store = open_checkpointer(checkpoints)
+        # One set of pools for every run (docs/live.md, "Share the pools"): connections, the model
+        # client per profile and prepared agents are reused instead of built per run.
+        http = HttpClients(max_connections=max(64, max_runs))
         try:
-            service = FlowService(the_flow, store, models=assignment, flow_ref=flow, max_transitions=max_transitions)
+            service = FlowService(
+                the_flow, store, models=assignment, flow_ref=flow, max_transitions=max_transitions, http=http
+            )
 
             def ready(url: str) -> None:
                 _announce(console, assignment)
@@ -171,4 +187,5 @@ def register(app: typer.Typer) -> None:
             # serve binds first: a taken port, a bad address, no token off the loopback fail before `ready`
             serve(service, host=host, port=port, access=access, limits=limits, on_ready=ready)
         finally:
+            http.close()
             store.close()
