@@ -74,12 +74,26 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from stateflow import LLM, Flow, MemoryCheckpointer, ModelProfile, Prompt, State, Tool, ToolResult, Transition, run
+from stateflow import (
+    LLM,
+    Flow,
+    MemoryCheckpointer,
+    ModelProfile,
+    PostgresCheckpointer,
+    Prompt,
+    State,
+    Tool,
+    ToolResult,
+    Transition,
+    run,
+)
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
 from stateflow.conditions import meta_is
@@ -451,18 +465,36 @@ def bench_asyncio(runs: int, latency: float, reps: int = 5, client: str = "auto"
 # -- serve ---------------------------------------------------------------------------------------
 
 
-def _serve_child(port: int, model_url: str, ready: Any) -> None:
+def _serve_child(port: int, model_url: str, ready: Any, store: str | None = None) -> None:
     import uvicorn
 
     from stateflow.serve import FlowService, build_app
 
     http = HttpClients(max_connections=128)
-    service = FlowService(_two_state(), MemoryCheckpointer(), models=_fake_profile(model_url), http=http)
+    checkpointer = MemoryCheckpointer() if store is None else PostgresCheckpointer(store)
+    service = FlowService(_two_state(), checkpointer, models=_fake_profile(model_url), http=http)
     app = build_app(service, base_url=f"http://127.0.0.1:{port}")
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", backlog=256)
     server = uvicorn.Server(config)
     threading.Thread(target=lambda: (time.sleep(0.2), ready.set()), daemon=True).start()
     server.run()
+
+
+@contextmanager
+def _postgres(dsn: str) -> Iterator[str]:
+    if dsn != "auto":
+        yield dsn
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.core.checkpoint.pg_server import PgServer
+
+    server = PgServer()
+    try:
+        server.start()
+        server.create_database("bench")
+        yield f"postgresql://stateflow@/bench?host={server.root}&port=5432"
+    finally:
+        server.destroy()
 
 
 def _rss_kib(pid: int) -> int:
@@ -472,33 +504,44 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def bench_serve(clients: int, requests: int) -> dict[str, Any]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def bench_serve(clients: int, requests: int, servers: int = 1, store: str | None = None) -> dict[str, Any]:
+    """``clients`` AG-UI clients at once making ``requests`` runs in all, spread round-robin over
+    ``servers`` server processes sharing ``store`` (a PostgreSQL DSN; ``None``: one server with a
+    memory store). Requests per second, median and p95 per run, and the servers' CPU per run."""
+    if servers > 1 and store is None:
+        raise SystemExit("several servers need a shared store: give --postgres DSN (or --postgres auto)")
+    ports = []
+    for _ in range(servers):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
     with _FakeProcess(_reply_served) as srv:
         ctx = multiprocessing.get_context("spawn")
-        ready = ctx.Event()
-        child = ctx.Process(target=_serve_child, args=(port, srv.url, ready), daemon=True)
-        child.start()
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        rss_idle = _rss_kib(child.pid or 0)
+        children, events = [], []  # the events stay referenced until the children have started
+        for port in ports:
+            events.append(ctx.Event())
+            child = ctx.Process(target=_serve_child, args=(port, srv.url, events[-1], store), daemon=True)
+            child.start()
+            children.append(child)
+        bases = [f"http://127.0.0.1:{port}" for port in ports]
+        for base in bases:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if httpx.get(f"{base}/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+        rss_idle = sum(_rss_kib(c.pid or 0) for c in children)
         times: list[float] = []
         failures = [0]
 
         async def client_loop(client: httpx.AsyncClient, ids: list[int]) -> None:
             for i in ids:
                 body = {
-                    "threadId": f"b{i}",
+                    "threadId": f"b{i}-{os.getpid()}-{time.monotonic_ns()}",
                     "runId": f"r{i}",
                     "messages": [{"id": "1", "role": "user", "content": f"task {i}"}],
                     "tools": [],
@@ -507,7 +550,7 @@ def bench_serve(clients: int, requests: int) -> dict[str, Any]:
                 }
                 t0 = time.perf_counter()
                 last = ""
-                async with client.stream("POST", f"{base}/agui", json=body) as r:
+                async with client.stream("POST", f"{bases[i % len(bases)]}/agui", json=body) as r:
                     async for line in r.aiter_lines():
                         if line.startswith("data: "):
                             last = line
@@ -515,22 +558,26 @@ def bench_serve(clients: int, requests: int) -> dict[str, Any]:
                     failures[0] += 1
                 times.append(time.perf_counter() - t0)
 
-        async def main() -> float:
+        async def main() -> tuple[float, float]:
             limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
             async with httpx.AsyncClient(timeout=120, limits=limits) as client:
                 shards = [list(range(k, requests, clients)) for k in range(clients)]
-                await asyncio.gather(*[client_loop(client, [i + 10**6 for i in range(2)]) for _ in range(1)])
+                await asyncio.gather(*[client_loop(client, [i + 10**6 for i in range(len(bases))])])  # warm-up
                 times.clear()
+                cpu0 = sum(_proc_cpu_s(c.pid or 0) for c in children)
                 t0 = time.perf_counter()
                 await asyncio.gather(*[client_loop(client, ids) for ids in shards])
-                return time.perf_counter() - t0
+                return time.perf_counter() - t0, sum(_proc_cpu_s(c.pid or 0) for c in children) - cpu0
 
-        wall = asyncio.run(main())
-        rss_peak = _rss_kib(child.pid or 0)
-        child.terminate()
-        child.join(10)
+        wall, cpu = asyncio.run(main())
+        rss_peak = sum(_rss_kib(c.pid or 0) for c in children)
+        for child in children:
+            child.terminate()
+            child.join(10)
     times.sort()
     return {
+        "servers": servers,
+        "store": "memory" if store is None else "postgres",
         "clients": clients,
         "requests": requests,
         "failed": failures[0],
@@ -538,6 +585,7 @@ def bench_serve(clients: int, requests: int) -> dict[str, Any]:
         "requests_per_s": round(requests / wall, 1),
         "median_request_s": round(statistics.median(times), 3),
         "p95_request_s": round(times[int(0.95 * (len(times) - 1))], 3),
+        "server_cpu_ms_per_run": round(1000 * cpu / requests, 1),
         "server_rss_idle_mib": round(rss_idle / 1024, 1),
         "server_rss_peak_mib": round(rss_peak / 1024, 1),
     }
@@ -752,6 +800,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="local-small")
     ap.add_argument("--ttft-reps", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    # --part serve on a shared store: 1..N servers on one PostgreSQL database (DSN, or "auto": a
+    # throwaway server from the test helpers, tests/core/checkpoint/pg_server.py)
+    ap.add_argument("--postgres", help="PostgreSQL DSN for --part serve, or auto")
+    ap.add_argument("--servers", type=int, default=2, help="with --postgres: measure 1..SERVERS servers")
     # --part soak (not in "all": it takes minutes)
     ap.add_argument("--soak-runs", type=int, default=5000)
     ap.add_argument("--soak-clients", type=int, default=8)
@@ -772,7 +824,13 @@ def main(argv: list[str] | None = None) -> int:
         elif part == "floor":
             report["floor"] = bench_floor(args.runs, args.latency)
         elif part == "serve":
-            report["serve"] = bench_serve(args.clients, args.requests)
+            if args.postgres is None:
+                report["serve"] = bench_serve(args.clients, args.requests)
+            else:
+                with _postgres(args.postgres) as dsn:
+                    report["serve"] = [
+                        bench_serve(args.clients, args.requests, n, dsn) for n in range(1, args.servers + 1)
+                    ]
         elif part == "soak":
             report["soak"] = bench_soak(
                 args.soak_runs,
