@@ -97,11 +97,12 @@ def _register(plugins: LoadedPlugins, console: Console) -> None:
 
         typer.echo(__version__)
 
-    from stateflow.cli import flows, llm, spec
+    from stateflow.cli import flows, llm, spec, verify
 
     flows.register(app, lambda: named_flows(plugins.plugins))
     llm.register(app)
     spec.register(app)
+    verify.register(app, lambda: named_flows(plugins.plugins))
     for plugin in plugins.plugins:
         if plugin.register is not None:
             plugin.register(app)
