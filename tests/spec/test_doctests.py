@@ -16,6 +16,8 @@ MODULES = [
     "stateflow.spec.render",
     "stateflow.spec.segment",
     "stateflow.spec.unenforced",
+    "stateflow.spec.verify",
+    "stateflow.cli.verify",
     "stateflow.scoring",
 ]
 
