@@ -109,6 +109,8 @@ def register(app: typer.Typer, flows: Callable[[], Mapping[str, Callable[[], Flo
         if mermaid is not None:
             output_dir(mermaid.parent, "--mermaid")
         alphabet = parse_map(mapping or [])
+        if Path(spec).is_dir():
+            raise ConfigError(f"--spec {spec}: is a directory; give a spec file (.lisp) or a library spec name")
         agent_spec = resolve_spec(spec)
         f = resolve_flow(flow, flows())
         verdict = verify(f, agent_spec, bound=bound, alphabet=alphabet, cut_off=cut_off.value)
