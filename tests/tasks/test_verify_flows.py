@@ -84,12 +84,20 @@ def tutorial_flow(tmp_path_factory: pytest.TempPathFactory) -> Flow:
 
 
 def _page_rows() -> dict[tuple[str, str], str]:
-    """``(spec, flow) -> verdict`` from the table of docs/verify.md."""
-    rows = {}
+    """``(spec, flow) -> verdict`` from the tables of docs/verify.md (a header row ``| spec |``
+    names the flows of its columns; a cell is **holds** or the counterexample path)."""
+    rows: dict[tuple[str, str], str] = {}
+    flows: list[str] = []
     for line in PAGE.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("|"):
+            flows = []
+            continue
         cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-        if len(cells) == 3 and cells[0] and not set(cells[0]) <= {"-", ":"} and cells[0] != "spec":
-            rows[(cells[0], cells[1])] = cells[2].replace("violated: ", "").replace("**", "")
+        if cells[0] == "spec":
+            flows = cells[1:]
+        elif flows and not set(cells[0]) <= {"-", ":", " "}:
+            for flow, cell in zip(flows, cells[1:], strict=True):
+                rows[(cells[0], flow)] = cell.replace("**", "")
     return rows
 
 
