@@ -125,11 +125,14 @@ class Step:
         symbol: what the spec reads there (``None``: hidden).
         rule: how the run entered it: ``"start"``, ``"#N <rule>"`` (the flow rule, numbered in
             priority order as in diagrams and errors) or ``"branch <name>"``.
+        number: ``N``, the rule's 1-based position in the (subflow-expanded) flow's rules; 0 for
+            the start and for a branch entry.
     """
 
     state: str
     symbol: str | None
     rule: str
+    number: int = 0
 
 
 @dataclass(frozen=True)
@@ -268,7 +271,7 @@ class _Machine:
 
     flow: Flow
     bound: int
-    moves: Mapping[str, tuple[tuple[str, str], ...]]  # state -> ((target, rule label), ...)
+    moves: Mapping[str, tuple[tuple[str, str, int], ...]]  # state -> ((target, rule label, number), ...)
     branches: Mapping[str, tuple[tuple[str, int], ...]]  # state -> ((branch name, machine index), ...)
 
 
@@ -287,7 +290,7 @@ class _Explorer:
         flat = expand_subflows(flow)
         index = len(self.machines)
         self.machines.append(_Machine(flat, bound, {}, {}))
-        moves = {s: tuple((t, f"#{n} {flat.transitions[n - 1]}") for n, t in choices(flat, s)) for s in flat.states}
+        moves = {s: tuple((t, f"#{n} {flat.transitions[n - 1]}", n) for n, t in choices(flat, s)) for s in flat.states}
         branches: dict[str, tuple[tuple[str, int], ...]] = {}
         for name, st in flat.states.items():
             found: list[tuple[str, int]] = []
@@ -331,8 +334,8 @@ class _Explorer:
         walk(0, "")
         return out
 
-    def moves(self, pos: _Position) -> tuple[list[tuple[_Position, str]], str | None]:
-        """``([(next position, rule label), ...], ending)``: ending is ``"final"`` or ``"cut"`` when
+    def moves(self, pos: _Position) -> tuple[list[tuple[_Position, str, int]], str | None]:
+        """``([(next position, rule label, rule number), ...], ending)``: ending is ``"final"`` or ``"cut"`` when
         the path ends here (no moves), else ``None``."""
         frames = list(pos)
         while True:
@@ -343,13 +346,13 @@ class _Explorer:
                 bname, child = subs[branch]
                 frames[-1] = (mi, state, count, branch + 1)
                 entry = (child, self.machines[child].flow.initial, 0, 0)
-                return [((*frames, entry), f"branch {bname}")], None
+                return [((*frames, entry), f"branch {bname}", 0)], None
             if machine.flow.states[state].final:
                 ending = "final"
             elif count >= machine.bound:
                 ending = "cut"
             else:
-                nxt = [((*frames[:-1], (mi, t, count + 1, 0)), label) for t, label in machine.moves[state]]
+                nxt = [((*frames[:-1], (mi, t, count + 1, 0)), label, n) for t, label, n in machine.moves[state]]
                 return nxt, None
             if len(frames) == 1:
                 return [], ending
@@ -433,8 +436,9 @@ def verify(
     # BFS over (position, automaton state). Violations are queued like nodes, at the depth of the
     # path that shows them, so the first one dequeued is a shortest one.
     Node = tuple[_Position, int]
-    parent: dict[Node, tuple[Node | None, str]] = {}
-    queue: deque[tuple[Node | None, Node | None, str, str, str]] = deque()  # (node, prev, rule, name, reason)
+    parent: dict[Node, tuple[Node | None, str, int]] = {}
+    # (node, or None for a violation one step after prev; prev; rule label; rule number; name; reason)
+    queue: deque[tuple[Node | None, Node | None, str, int, str, str]] = deque()
 
     def read(q: int, name: str) -> int | None:
         symbol = symbols[name]
@@ -443,9 +447,9 @@ def verify(
     def steps_to(node: Node | None, tail: list[Step]) -> tuple[Step, ...]:
         out = list(tail)
         while node is not None:
-            prev, rule = parent[node]
+            prev, rule, number = parent[node]
             name = explorer.name(node[0])
-            out.append(Step(name, symbols[name], rule))
+            out.append(Step(name, symbols[name], rule, number))
             node = prev
         return tuple(reversed(out))
 
@@ -455,12 +459,12 @@ def verify(
     if q0 is None:
         reason = f"the spec does not allow the run to start in {first!r}"
         return verdict(Counterexample((Step(first, symbols[first], "start"),), reason), 0)
-    parent[(start, q0)] = (None, "start")
-    queue.append(((start, q0), None, "", "", ""))
+    parent[(start, q0)] = (None, "start", 0)
+    queue.append(((start, q0), None, "", 0, "", ""))
     while queue:
-        node, prev, rule, name, reason = queue.popleft()
+        node, prev, rule, number, name, reason = queue.popleft()
         if node is None:  # a violation found one step after prev
-            tail = [Step(name, symbols[name], rule)] if name else []
+            tail = [Step(name, symbols[name], rule, number)]
             return verdict(Counterexample(steps_to(prev, tail), reason), len(parent))
         pos, q = node
         moves, ending = explorer.moves(pos)
@@ -473,19 +477,19 @@ def verify(
                 f"the bound of {limit} transitions stops the run in {here!r}, where the spec does not allow it to end"
             )
             return verdict(Counterexample(steps_to(node, []), reason), len(parent))
-        for nxt_pos, label in moves:
+        for nxt_pos, label, n in moves:
             nxt_name = explorer.name(nxt_pos)
             q2 = read(q, nxt_name)
             if q2 is None:
                 seen = _shown(steps_to(node, []))
                 where = f"after {seen}" if seen else "at the start (every state before it is hidden)"
                 why = f"the spec does not allow {symbols[nxt_name]!r} {where}"
-                queue.append((None, node, label, nxt_name, why))
+                queue.append((None, node, label, n, nxt_name, why))
                 continue
             child = (nxt_pos, q2)
             if child not in parent:
-                parent[child] = (node, label)
-                queue.append((child, None, "", "", ""))
+                parent[child] = (node, label, n)
+                queue.append((child, None, "", 0, "", ""))
     return verdict(None, len(parent))
 
 
