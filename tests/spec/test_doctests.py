@@ -17,6 +17,7 @@ MODULES = [
     "stateflow.spec.segment",
     "stateflow.spec.unenforced",
     "stateflow.spec.verify",
+    "stateflow.spec.replay",
     "stateflow.cli.verify",
     "stateflow.scoring",
 ]
