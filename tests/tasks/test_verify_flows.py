@@ -208,3 +208,63 @@ def test_each_spec_takes_under_a_second_on_the_papers_flow(name: str) -> None:
     started = time.perf_counter()
     verify(flow, spec, cut_off=CUT_OFF.get(name, "prefix"))  # type: ignore[arg-type]
     assert time.perf_counter() - started < 1.0
+
+
+# -- replaying the counterexamples: which are real runs, which are false alarms -----------------
+
+WITH_ERROR = tuple(f for f in FLOWS if f != "intercode-sql-no-error")
+
+# spec -> flow -> "replays" or the step (1-based) where no InterCode outcome can take the path
+REPLAYS: dict[str, dict[str, str]] = {
+    "select-before-submit": dict.fromkeys(FLOWS, "unmet at step 1"),
+    "schema-before-query": dict.fromkeys(FLOWS, "replays"),
+    "three-repairs": {
+        **dict.fromkeys(WITH_ERROR, "replays"),
+        "intercode-sql-budget": "unmet at step 2",
+        "intercode-bash": "unmet at step 1",
+    },
+    "repair-before-submit": {**dict.fromkeys(WITH_ERROR, "replays"), "intercode-bash": "unmet at step 1"},
+    "check-after-action": {"intercode-sql-no-error": "replays"},
+    "ends-within-bound": {
+        **dict.fromkeys(FLOWS, "replays"),
+        "intercode-sql-budget": "unmet at step 2",
+        "intercode-bash": "unmet at step 1",
+    },
+}
+
+
+def test_which_counterexamples_replay() -> None:
+    from stateflow.spec.replay import replay
+    from stateflow.tasks.kit.outcomes import intercode_outcomes
+
+    flows = named_flows(load_plugins().plugins)
+    found: dict[str, dict[str, str]] = {}
+    for name in EXPECTED:
+        spec = _spec(SPECS / f"{name}.lisp")
+        for flow_name in FLOWS:
+            flow = flows[flow_name]()
+            verdict = verify(flow, spec, cut_off=CUT_OFF.get(name, "prefix"))  # type: ignore[arg-type]
+            if verdict.counterexample is None:
+                continue
+            done = replay(flow, verdict.counterexample, intercode_outcomes(flow))
+            shown = "replays" if done.unmet is None else f"unmet at step {done.unmet.index + 1}"
+            found.setdefault(name, {})[flow_name] = shown
+    assert found == REPLAYS
+    rows = _page_rows()
+    for name, by_flow in REPLAYS.items():
+        for flow_name, shown in by_flow.items():
+            assert rows.get((f"{name} (replay)", flow_name)) == shown, (name, flow_name)
+
+
+def test_the_papers_flow_runs_down_the_three_repairs_counterexample() -> None:
+    from stateflow.spec.replay import replay, scripted_run
+    from stateflow.tasks.kit.outcomes import intercode_outcomes
+
+    flow = sql_flow()
+    cex = verify(flow, _spec(SPECS / "three-repairs.lisp")).counterexample
+    assert cex is not None
+    found = replay(flow, cex, intercode_outcomes(flow))
+    assert [o.label for o in found.outcomes] == ["listing failed", "failed", "failed", "failed", "submit"]
+    result = scripted_run(flow, found)
+    assert result.path == ["Init", "Error", "Error", "Error", "Error"]
+    assert result.stop_reason == "max_transitions"
