@@ -15,10 +15,11 @@ Example:
 
 from __future__ import annotations
 
+from stateflow.tasks.kit.blackboard import Observation
+
 from stateflow.flow import Flow
 from stateflow.outputs import LLM, Prompt, ToolResult
 from stateflow.spec.replay import Outcome
-from stateflow.tasks.kit.blackboard import Observation
 
 __all__ = ["intercode_outcomes"]
 

@@ -13,15 +13,15 @@ import warnings
 from pathlib import Path
 
 import pytest
+from stateflow.tasks.bash.flow import build_bash_flow
+from stateflow.tasks.kit.tools import statement_is
+from stateflow.tasks.sql.flow import sql_flow
 
 from stateflow import Flow, Transition, last_contains
 from stateflow.cli.plugins import load_plugins, named_flows
 from stateflow.flow_ref import load_flow
 from stateflow.spec import AgentSpec
 from stateflow.spec.verify import verify
-from stateflow.tasks.bash.flow import build_bash_flow
-from stateflow.tasks.kit.tools import statement_is
-from stateflow.tasks.sql.flow import sql_flow
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = ROOT / "tasks" / "kit" / "specs"
@@ -234,8 +234,9 @@ REPLAYS: dict[str, dict[str, str]] = {
 
 
 def test_which_counterexamples_replay() -> None:
-    from stateflow.spec.replay import replay
     from stateflow.tasks.kit.outcomes import intercode_outcomes
+
+    from stateflow.spec.replay import replay
 
     flows = named_flows(load_plugins().plugins)
     found: dict[str, dict[str, str]] = {}
@@ -257,8 +258,9 @@ def test_which_counterexamples_replay() -> None:
 
 
 def test_the_papers_flow_runs_down_the_three_repairs_counterexample() -> None:
-    from stateflow.spec.replay import replay, scripted_run
     from stateflow.tasks.kit.outcomes import intercode_outcomes
+
+    from stateflow.spec.replay import replay, scripted_run
 
     flow = sql_flow()
     cex = verify(flow, _spec(SPECS / "three-repairs.lisp")).counterexample
