@@ -5,6 +5,9 @@ the shortest counterexample path) and, for a violation, the flow's Mermaid diagr
 in red (``--mermaid FILE`` writes it to a file instead). Exit code 0 when the spec holds, 1 when
 it is violated (so a CI step fails), 1 with one ``error:`` line for bad input.
 
+With ``--records RUN`` instead of FLOW it checks the paths of archived runs, per method
+(:mod:`stateflow.spec.records`; exit code 0).
+
 FLOW is a registered flow name or ``module:attribute`` (as for ``stateflow graph``); SPEC is a spec
 file or a library spec name (as for ``stateflow spec show``). See :mod:`stateflow.spec.verify`.
 """
@@ -24,6 +27,7 @@ from stateflow.cli.inputs import output_dir
 from stateflow.cli.spec import resolve_spec
 from stateflow.errors import ConfigError
 from stateflow.flow import Flow
+from stateflow.spec.records import check_paths, read_path_records
 from stateflow.spec.verify import Verdict, counterexample_mermaid, verify
 
 __all__ = ["CutOffChoice", "parse_map", "register", "verdict_json"]
@@ -79,13 +83,49 @@ def verdict_json(verdict: Verdict) -> dict[str, object]:
     }
 
 
+def _check_records(source: Path, spec: str, alphabet: dict[str, str | None], as_json: bool) -> None:
+    """Print the spec's violation rate per method over the archived runs at ``source``."""
+    if Path(spec).is_dir():
+        raise ConfigError(f"--spec {spec}: is a directory; give a spec file (.lisp) or a library spec name")
+    agent_spec = resolve_spec(spec)
+    rows = check_paths(read_path_records(source), agent_spec, alphabet=alphabet)
+    if as_json:
+        out = [
+            {
+                "method": r.group,
+                "checked": r.checked,
+                "violations": r.violations,
+                "rate": r.rate,
+                "interval": r.interval,
+                "skipped": r.skipped,
+                "example": None if r.example is None else list(r.example),
+            }
+            for r in rows
+        ]
+        typer.echo(json.dumps({"spec": agent_spec.name, "records": str(source), "methods": out}, indent=2))
+        return
+    typer.echo(f"spec {agent_spec.name!r} on the runs of {source} (95 % Wilson intervals)")
+    width = max([len(r.group) for r in rows] + [6])
+    typer.echo(f"{'method':{width}}  checked  violated  rate    interval       not applicable  shortest violation")
+    for r in rows:
+        if r.checked == 0:
+            typer.echo(f"{r.group:{width}}  {0:7}  {'-':>8}  {'-':6}  {'-':13}  {r.skipped:14}")
+            continue
+        low, high = r.interval or (0.0, 0.0)
+        example = " -> ".join(r.example) if r.example else ""
+        typer.echo(
+            f"{r.group:{width}}  {r.checked:7}  {r.violations:8}  {r.rate or 0:6.1%}  "
+            f"[{low:5.1%}, {high:5.1%}]  {r.skipped:14}  {example}"
+        )
+
+
 def register(app: typer.Typer, flows: Callable[[], Mapping[str, Callable[[], Flow]]]) -> None:
     """Add the ``verify`` command to ``app``; ``flows`` gives the registered flows."""
 
     @app.command("verify")
     def verify_command(
-        flow: Annotated[str, typer.Argument(help="registered flow name or module:attribute")],
         spec: Annotated[str, typer.Option("--spec", help="spec file (.lisp) or library spec name")],
+        flow: Annotated[str | None, typer.Argument(help="registered flow name or module:attribute")] = None,
         bound: Annotated[
             int | None,
             typer.Option("--bound", min=1, help="transition bound to explore (default: the flow's max_transitions)"),
@@ -102,8 +142,21 @@ def register(app: typer.Typer, flows: Callable[[], Mapping[str, Callable[[], Flo
             Path | None, typer.Option("--mermaid", help="write the diagram with the counterexample to this file")
         ] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print the verdict as JSON")] = False,
+        records: Annotated[
+            Path | None,
+            typer.Option("--records", help="check the paths of archived runs (a results .jsonl or a folder) instead"),
+        ] = None,
     ) -> None:
-        """Check every bounded path of a flow against a spec; print the shortest counterexample."""
+        """Check every bounded path of a flow against a spec; print the shortest counterexample.
+
+        With --records RUN instead of FLOW: the spec on every archived run's path, per method.
+        """
+        if (flow is None) == (records is None):
+            raise ConfigError("give a FLOW to verify or --records RUN to check archived runs (one of them)")
+        if records is not None:
+            _check_records(records, spec, parse_map(mapping or []), as_json)
+            return
+        assert flow is not None
         if mermaid is not None and mermaid.is_dir():
             raise ConfigError(f"--mermaid {mermaid}: is a directory; give a file, e.g. {mermaid / 'cex.md'}")
         if mermaid is not None:

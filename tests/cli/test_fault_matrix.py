@@ -294,6 +294,19 @@ CELLS = [
         _w("--map", "Ask"),
     ),
     Cell("verify", "state the spec lacks", _w("verify", "{flow}:FLOW", "--spec", "chat-bot"), _w("'Ask'", "--map")),
+    Cell(
+        "verify",
+        "--records missing",
+        _w("verify", "--records", "{root}/none.jsonl", "--spec", "chat-bot"),
+        _w("none.jsonl"),
+    ),
+    Cell(
+        "verify", "--records not UTF-8", _w("verify", "--records", "{binary}", "--spec", "chat-bot"), _w("binary.bin")
+    ),
+    Cell(
+        "verify", "--records wrong format", _w("verify", "--records", "{text}", "--spec", "chat-bot"), _w("text.txt:1")
+    ),
+    Cell("verify", "--records empty folder", _w("verify", "--records", "{folder}", "--spec", "chat-bot"), _w("folder")),
     Cell("llm", "unknown profile", _w("llm", "serve", "no-such-model"), _w("no-such-model")),
     Cell("llm", "port out of range", _w("llm", "serve", "local-small", "--port", "70000"), _w("--port", "65535")),
     Cell("llm", "port taken", _w("llm", "serve", "local-small", "--port", "{port}"), _w("{port}", "in use")),

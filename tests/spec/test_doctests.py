@@ -18,6 +18,7 @@ MODULES = [
     "stateflow.spec.unenforced",
     "stateflow.spec.verify",
     "stateflow.spec.replay",
+    "stateflow.spec.records",
     "stateflow.cli.verify",
     "stateflow.scoring",
 ]
