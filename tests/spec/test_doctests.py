@@ -19,6 +19,7 @@ MODULES = [
     "stateflow.spec.verify",
     "stateflow.spec.replay",
     "stateflow.spec.records",
+    "stateflow.spec.observer",
     "stateflow.cli.verify",
     "stateflow.scoring",
 ]
