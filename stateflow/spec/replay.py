@@ -44,7 +44,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,13 +54,15 @@ from stateflow.errors import StateFlowError
 from stateflow.flow import Flow, State
 from stateflow.messages import History, Kind, Message
 from stateflow.outputs import LLM, Prompt, Tool, ToolResult
-from stateflow.spec.verify import Counterexample
+from stateflow.parallel import Parallel
+from stateflow.spec.compiled import AgentSpec
+from stateflow.spec.verify import Counterexample, CutOff, Step, VerifyError, verify
 from stateflow.subflow import expand_subflows, has_subflows
 
 if TYPE_CHECKING:
     from stateflow.trace import RunResult
 
-__all__ = ["Outcome", "Replay", "Unmet", "replay", "scripted_run"]
+__all__ = ["Outcome", "Replay", "Unmet", "replay", "scripted_run", "shortest_replayable"]
 
 
 @dataclass(frozen=True)
@@ -274,3 +277,125 @@ def scripted_run(
         vars=dict(vars or {}),
         max_transitions=max(1, len(path) - 1),
     )
+
+
+def shortest_replayable(
+    flow: Flow,
+    spec: AgentSpec,
+    outcomes: Mapping[str, Sequence[Outcome]],
+    *,
+    bound: int | None = None,
+    alphabet: Mapping[str, str | None] | None = None,
+    cut_off: CutOff = "prefix",
+    task: str = "",
+    vars: Mapping[str, Any] | None = None,
+    max_runs: int = 200_000,
+    merge_key: Callable[[str, Sequence[Message]], Hashable] | None = None,
+) -> Replay | None:
+    """The shortest counterexample some run can take, searched over outcomes (not graph paths).
+
+    Breadth-first over concrete runs: from each run prefix, every outcome of its current state
+    gives the history a real run would have, and the flow's rules decide where it goes next. The
+    first prefix that breaks the spec (the semantics of :func:`~stateflow.spec.verify.verify`,
+    same bound, alphabet and cut-off reading) is a shortest one a run can take with these
+    outcomes. ``None``: no run within the bound breaks the spec, with these outcomes (at once
+    when :func:`~stateflow.spec.verify.verify` says the spec holds: every run's path is a graph
+    path).
+
+    Without ``merge_key`` every run prefix is kept apart, so the search grows as
+    ``outcomes ** depth``. ``merge_key(state, history) -> key`` merges prefixes in the same state,
+    automaton state and transition count whose keys are equal: the caller promises that the
+    flow's conditions cannot tell such histories apart, now or later (e.g. they read only the
+    last tool result and small reply counts;
+    :func:`stateflow.tasks.kit.outcomes.intercode_key` is one for the InterCode flows).
+
+    Example:
+        >>> from stateflow import ANY, Flow, LLM, State, Transition, last_contains
+        >>> from stateflow.spec import AgentSpec
+        >>> setup, act = State("Setup", Tool(lambda ctx: "", "list")), State("Act", LLM())
+        >>> end = State("End", final=True)
+        >>> flow = Flow("f", initial=setup, transitions=[
+        ...     Transition(ANY, end, when=last_contains("bye")), Transition(setup, act), Transition(act, act)])
+        >>> from stateflow.spec.verify import verify
+        >>> spec = AgentSpec.from_text(
+        ...     "(define acted (:states Setup Act End) (:behavior (next Setup Act (until Act End))))")
+        >>> pool = {"Setup": [Outcome("listed", tool=ToolResult("t1"))], "Act": [Outcome("bye", "bye")]}
+        >>> verify(flow, spec).counterexample.path  # a graph path no run takes: Setup says no "bye"
+        ('Setup', 'End')
+        >>> shortest_replayable(flow, spec, pool) is None
+        True
+
+    Raises:
+        VerifyError: a bad bound, or a state the spec cannot read.
+        StateFlowError: the flow runs parallel subflow branches, or ``max_runs`` ran out.
+    """
+    if verify(flow, spec, bound=bound, alphabet=alphabet, cut_off=cut_off).holds:
+        return None
+    flat = expand_subflows(flow)
+    fans = [o for st in flat.states.values() for o in st.outputs if isinstance(o, Parallel)]
+    if any(isinstance(b, Flow) for fan in fans for b in fan.branches):
+        raise StateFlowError("shortest_replayable: flows with parallel subflow branches are not searched")
+    limit = flat.max_transitions if bound is None else bound
+    if limit < 1:
+        raise VerifyError(flow.name, spec.name, [f"bound must be >= 1, got {limit}"])
+    given = dict(alphabet or {})
+    declared = set(spec.spec.state_names)
+    unreadable = [n for n in flat.states if given.get(n, n) is not None and given.get(n, n) not in declared]
+    if unreadable:
+        raise VerifyError(flow.name, spec.name, [f"state {n!r} is not a state the spec declares" for n in unreadable])
+    dfa, base = spec.dfa, dict(vars or {})
+
+    def read(q: int, name: str) -> int | None:
+        symbol = given.get(name, name)
+        return q if symbol is None else dfa.step(q, symbol)
+
+    def found(steps: list[Step], chosen: list[Outcome], reason: str) -> Replay:
+        last = flat.states[steps[-1].state]
+        return Replay(Counterexample(tuple(steps), reason), (*chosen, _candidates(last, outcomes)[0]))
+
+    first = flat.initial
+    q0 = read(dfa.start, first)
+    start = [Step(first, given.get(first, first), "start")]
+    if q0 is None:
+        return found(start, [], f"the spec does not allow the run to start in {first!r}")
+    # a run prefix: (steps, outcomes chosen so far, history, automaton state)
+    queue: deque[tuple[list[Step], list[Outcome], list[Message], int]] = deque([(start, [], [], q0)])
+    merged: set[tuple[str, int, int, Hashable]] = set()
+    runs = 0
+    while queue:
+        steps, chosen, history, q = queue.popleft()
+        state = flat.states[steps[-1].state]
+        if state.final or len(steps) - 1 >= limit:
+            continue
+        for outcome in _candidates(state, outcomes):
+            runs += 1
+            if runs > max_runs:
+                raise StateFlowError(f"shortest_replayable: gave up after {max_runs} run prefixes (raise max_runs)")
+            grown = history + _messages(state, outcome)
+            ctx = Context(task=task, history=History(grown), state=state.name, vars=dict(base))
+            try:
+                rule = flat.decide(ctx)
+            except (StateFlowError, RuntimeError):
+                continue  # e.g. a judge: this outcome decides nothing offline
+            if rule is None:
+                continue  # the run fails (NoTransitionError): no path
+            number = flat.transitions.index(rule) + 1
+            nxt = rule.target
+            step = Step(nxt, given.get(nxt, nxt), f"#{number} {rule}", number)
+            path, picks = [*steps, step], [*chosen, outcome]
+            q2 = read(q, nxt)
+            if q2 is None:
+                return found(path, picks, f"the spec does not allow {given.get(nxt, nxt)!r} here")
+            target = flat.states[nxt]
+            if target.final and not dfa.may_stop(q2):
+                return found(path, picks, f"the run ends in {nxt!r} where the spec does not allow it to end")
+            cut = not target.final and len(path) - 1 >= limit
+            if cut and cut_off == "complete" and not dfa.may_stop(q2):
+                return found(path, picks, f"the bound of {limit} transitions stops the run in {nxt!r}")
+            if merge_key is not None:
+                key = (nxt, q2, len(path), merge_key(nxt, grown))
+                if key in merged:
+                    continue
+                merged.add(key)
+            queue.append((path, picks, grown, q2))
+    return None

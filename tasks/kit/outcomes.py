@@ -15,13 +15,16 @@ Example:
 
 from __future__ import annotations
 
-from stateflow.tasks.kit.blackboard import Observation
+from collections import Counter
+from collections.abc import Hashable, Sequence
 
 from stateflow.flow import Flow
+from stateflow.messages import Kind, Message
 from stateflow.outputs import LLM, Prompt, ToolResult
 from stateflow.spec.replay import Outcome
+from stateflow.tasks.kit.blackboard import Observation
 
-__all__ = ["intercode_outcomes"]
+__all__ = ["intercode_key", "intercode_outcomes"]
 
 
 def _result(content: str, **observed: object) -> ToolResult:
@@ -67,3 +70,22 @@ def intercode_outcomes(flow: Flow, *, failure: str = "Error: No such file or dir
         elif tools:
             pools[name] = list(_LISTING)
     return pools
+
+
+def intercode_key(state: str, history: Sequence[Message]) -> Hashable:
+    """A ``merge_key`` for :func:`~stateflow.spec.replay.shortest_replayable` on InterCode flows.
+
+    Two run prefixes are merged when their last tool result (text and ``meta``) and their
+    reply counts per state, counted up to 3, are equal. Sound for the InterCode conditions: they
+    read the last tool result (submitted, failed, ran SELECT/DESC, error text) and reply counts
+    (``replies_in`` budgets of at most 3); the turn limit reads a counter the outcomes do not keep.
+
+    >>> from stateflow.messages import Kind, Message
+    >>> a = [Message("assistant", "llm", "Solve", Kind.LLM, "x")]
+    >>> intercode_key("Solve", a) == intercode_key("Solve", a + a[:0])
+    True
+    """
+    last = next((m for m in reversed(history) if m.kind is Kind.TOOL), None)
+    seen = (last.content, tuple(sorted(last.meta.items()))) if last is not None else None
+    counts = Counter(m.state for m in history if m.kind is Kind.LLM)
+    return seen, tuple(sorted((s, min(n, 3)) for s, n in counts.items()))

@@ -8,7 +8,7 @@ from stateflow import ANY, LLM, Flow, Judge, Prompt, State, Tool, Transition, la
 from stateflow.errors import StateFlowError
 from stateflow.outputs import ToolResult
 from stateflow.spec import AgentSpec
-from stateflow.spec.replay import Outcome, replay, scripted_run
+from stateflow.spec.replay import Outcome, replay, scripted_run, shortest_replayable
 from stateflow.spec.verify import verify
 
 FAILED = meta_is("ok", False, name="failed")
@@ -119,3 +119,28 @@ def test_parallel_paths_are_refused() -> None:
     assert cex is not None
     with pytest.raises(StateFlowError, match="parallel branches"):
         replay(flow, cex, {})
+
+
+def _key(state: str, history) -> object:
+    """The toy flows' conditions read the last tool result and the replies in Fix (budget 2)."""
+    last = next((m for m in reversed(history) if m.kind.value == "tool"), None)
+    fixes = sum(1 for m in history if m.kind.value == "llm" and m.state == "Fix")
+    return (None if last is None else tuple(sorted(last.meta.items())), min(fixes, 2))
+
+
+def test_shortest_replayable_finds_real_runs_and_proves_the_budget() -> None:
+    pool = {"Setup": POOL[:2], "Work": POOL, "Fix": POOL}
+    loose = shortest_replayable(_flow(budget=False), SPEC, pool, merge_key=_key)
+    assert loose is not None and loose.counterexample.path == ("Setup", "Fix", "Fix", "Fix")
+    assert [o.label for o in loose.outcomes] == ["fail", "fail", "fail", "ok"]
+    assert scripted_run(_flow(budget=False), loose).path == ["Setup", "Fix", "Fix", "Fix"]
+    # the budget ends the run after a failure with two replies in Fix: no run breaks the spec
+    assert shortest_replayable(_flow(budget=True), SPEC, pool, merge_key=_key) is None
+    # without merging the same answer, prefix by prefix, within the bound of 8
+    assert shortest_replayable(_flow(budget=True), SPEC, pool) is None
+
+
+def test_shortest_replayable_gives_up_loudly() -> None:
+    pool = {"Setup": POOL[:2], "Work": POOL, "Fix": POOL}
+    with pytest.raises(StateFlowError, match="gave up after 10 run prefixes"):
+        shortest_replayable(_flow(budget=True), SPEC, pool, max_runs=10)

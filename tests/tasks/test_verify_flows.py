@@ -270,3 +270,59 @@ def test_the_papers_flow_runs_down_the_three_repairs_counterexample() -> None:
     result = scripted_run(flow, found)
     assert result.path == ["Init", "Error", "Error", "Error", "Error"]
     assert result.stop_reason == "max_transitions"
+
+
+# spec -> flow -> the shortest counterexample a run can take with the InterCode outcomes
+REPLAYABLE: dict[str, dict[str, str]] = {
+    "select-before-submit": {
+        **dict.fromkeys(FLOWS, "Init → Observe → End"),
+        **dict.fromkeys(("intercode-sql-no-observe", "intercode-sql-schema", "intercode-bash"), "Init → Solve → End"),
+    },
+    "schema-before-query": EXPECTED["schema-before-query"],
+    "setup-once": dict.fromkeys(FLOWS, HOLDS),
+    "three-repairs": {
+        **EXPECTED["three-repairs"],
+        "intercode-sql-budget": HOLDS,
+        "intercode-bash": "Init → Solve → Error → Error → Error → Error",
+    },
+    "repair-before-submit": {**EXPECTED["repair-before-submit"], "intercode-bash": "Init → Solve → Error → End"},
+    "check-after-action": EXPECTED["check-after-action"],
+    "ends-within-bound": dict.fromkeys(FLOWS, "41 states"),
+}
+
+
+def test_shortest_replayable_counterexamples() -> None:
+    from stateflow.tasks.kit.outcomes import intercode_key, intercode_outcomes
+
+    from stateflow.spec.replay import shortest_replayable
+
+    flows = named_flows(load_plugins().plugins)
+    found: dict[str, dict[str, str]] = {}
+    for name in EXPECTED:
+        spec, cut_off = _spec(SPECS / f"{name}.lisp"), CUT_OFF.get(name, "prefix")
+        for flow_name in FLOWS:
+            flow = flows[flow_name]()
+            done = shortest_replayable(
+                flow,
+                spec,
+                intercode_outcomes(flow),
+                cut_off=cut_off,
+                merge_key=intercode_key,  # type: ignore[arg-type]
+            )
+            path = () if done is None else done.counterexample.path
+            shown = HOLDS if done is None else " → ".join(path) if len(path) <= 8 else f"{len(path)} states"
+            found.setdefault(name, {})[flow_name] = shown
+    assert found == REPLAYABLE
+    rows = _page_rows()
+    for name, by_flow in REPLAYABLE.items():
+        for flow_name, shown in by_flow.items():
+            assert rows.get((f"{name} (run)", flow_name)) == shown, (name, flow_name)
+
+
+def test_outcome_pool_examples() -> None:
+    import doctest
+
+    import stateflow.tasks.kit.outcomes as outcomes
+
+    result = doctest.testmod(outcomes)
+    assert result.attempted > 0 and result.failed == 0
