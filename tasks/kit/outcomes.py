@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable, Sequence
 
+from stateflow.tasks.kit.blackboard import Observation
+
 from stateflow.flow import Flow
 from stateflow.messages import Kind, Message
 from stateflow.outputs import LLM, Prompt, ToolResult
 from stateflow.spec.replay import Outcome
-from stateflow.tasks.kit.blackboard import Observation
 
 __all__ = ["intercode_key", "intercode_outcomes"]
 
