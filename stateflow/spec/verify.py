@@ -76,7 +76,7 @@ import itertools
 import re
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from stateflow.errors import StateFlowError
@@ -175,6 +175,7 @@ class Verdict:
         abstraction: how conditions were read, one line each (see :func:`abstraction_notes`).
         counterexample: the shortest violating path, when the spec is violated.
         explored: product states (flow position x automaton state) visited.
+        hidden: the states the alphabet hides from the spec.
     """
 
     flow: str
@@ -185,7 +186,7 @@ class Verdict:
     abstraction: tuple[str, ...]
     counterexample: Counterexample | None = None
     explored: int = 0
-    hidden: tuple[str, ...] = field(default=())
+    hidden: tuple[str, ...] = ()
 
     def summary(self) -> str:
         """One line: the verdict with its bound (and the counterexample's length)."""
