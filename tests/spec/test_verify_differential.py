@@ -10,6 +10,11 @@ here from the runtime's semantics, not from verify's code) and reads it with the
 * verify says *holds* exactly when no path breaks the spec;
 * a counterexample is a real path of the flow that breaks the spec, and no path breaks it in
   fewer states.
+
+Then ``shortest_replayable`` against brute force over concrete runs: on 200 more cases (bound up
+to 4), each state may say only some of four replies, the conditions read the last reply, and every
+run is enumerated: the shortest counterexample a run can take has the length brute force finds (or
+there is none), and it is never shorter than the graph's.
 """
 
 from __future__ import annotations
@@ -202,3 +207,100 @@ def test_verify_agrees_with_brute_force() -> None:
     print(f"differential: {CASES} cases, {counts}")
     # the generator must exercise both answers, not only one
     assert counts["holds"] >= 100 and counts["violated"] >= 100, counts
+
+
+# -- shortest_replayable against brute force over concrete runs ---------------------------------
+
+REPLIES = ("a", "b", "c", "x")  # every state is an LLM state; the conditions read the last reply
+
+
+def _concrete_shortest(case: Case, bound: int, replies: dict[str, list[str]]) -> int | None:
+    """The fewest states of a run prefix that breaks the spec, over every run whose replies come
+    from ``replies[state]`` (each visit picks one), by depth-first enumeration."""
+    from stateflow.context import Context
+    from stateflow.messages import History, Kind, Message
+
+    flat = expand_subflows(case.flow)
+    best: list[int | None] = [None]
+
+    def symbol(name: str) -> str | None:
+        return case.alphabet[name] if case.alphabet and name in case.alphabet else name
+
+    def step(q: int | None, name: str) -> int | None:
+        s = symbol(name)
+        return q if s is None or q is None else case.spec.dfa.step(q, s)
+
+    def walk(path: list[str], history: list[Message], q: int) -> None:
+        here = flat.states[path[-1]]
+        if here.final or len(path) - 1 >= bound:
+            return
+        for reply in replies.get(here.name, [""]):
+            grown = [*history, Message("assistant", "llm", here.name, Kind.LLM, reply)] if here.outputs else history
+            rule = flat.decide(Context(task="", history=History(grown), state=here.name))
+            if rule is None:
+                continue
+            nxt = [*path, rule.target]
+            q2 = step(q, rule.target)
+            target = flat.states[rule.target]
+            broken = (
+                q2 is None
+                or (target.final and not case.spec.dfa.may_stop(q2))
+                or (
+                    not target.final
+                    and len(nxt) - 1 >= bound
+                    and case.cut_off == "complete"
+                    and not case.spec.dfa.may_stop(q2)
+                )
+            )
+            if broken:
+                if best[0] is None or len(nxt) < best[0]:
+                    best[0] = len(nxt)
+                continue
+            walk(nxt, grown, q2)  # type: ignore[arg-type]
+
+    q0 = step(case.spec.dfa.start, flat.initial)
+    if q0 is None:
+        return 1
+    walk([flat.initial], [], q0)
+    return best[0]
+
+
+def test_shortest_replayable_agrees_with_brute_force_over_runs() -> None:
+    from stateflow.outputs import LLM
+    from stateflow.spec.replay import Outcome, shortest_replayable
+
+    rng = random.Random(SEED + 1)
+    counts = {"none": 0, "found": 0, "graph path no run takes": 0}
+    for index in range(200):
+        case = _random_case(rng, index)
+        bound = min(case.bound, 4)
+        flat = expand_subflows(case.flow)
+        # each state may say only some of the replies: then some graph paths no run can take
+        replies = {
+            n: rng.sample(REPLIES, rng.randint(1, len(REPLIES)))
+            for n, st in flat.states.items()
+            if any(isinstance(o, LLM) for o in st.outputs)
+        }
+        pool = {n: [Outcome(r, r) for r in said] for n, said in replies.items()}
+        found = shortest_replayable(
+            case.flow,
+            case.spec,
+            pool,
+            bound=bound,
+            alphabet=case.alphabet,
+            cut_off=case.cut_off,  # type: ignore[arg-type]
+        )
+        expected = _concrete_shortest(case, bound, replies)
+        where = f"case {index}: {[str(r) for r in case.flow.transitions]} {case.spec.spec.behavior}"
+        graph = verify(case.flow, case.spec, bound=bound, alphabet=case.alphabet, cut_off=case.cut_off)  # type: ignore[arg-type]
+        if expected is None:
+            assert found is None, where
+            counts["none"] += 1
+            counts["graph path no run takes"] += not graph.holds
+        else:
+            assert found is not None and len(found.counterexample.path) == expected, where
+            counts["found"] += 1
+            assert graph.counterexample is not None and len(graph.counterexample.path) <= expected, where
+            counts["graph path no run takes"] += len(graph.counterexample.path) < expected
+    print(f"replayable differential: 200 cases, {counts}")
+    assert counts["none"] >= 20 and counts["found"] >= 20 and counts["graph path no run takes"] >= 5, counts
