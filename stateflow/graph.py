@@ -19,7 +19,7 @@ from stateflow.errors import StateFlowError
 from stateflow.flow import Flow
 from stateflow.outputs import LLM, Prompt, Tool
 
-__all__ = ["render_png", "to_dot", "to_mermaid", "to_networkx"]
+__all__ = ["mermaid_id", "render_png", "to_dot", "to_mermaid", "to_networkx"]
 
 
 def _outputs_label(flow: Flow, name: str) -> str:
@@ -50,7 +50,12 @@ def to_networkx(flow: Flow) -> nx.MultiDiGraph:
     return g
 
 
-def _mermaid_id(name: str) -> str:
+def mermaid_id(name: str) -> str:
+    """The Mermaid node id :func:`to_mermaid` gives state ``name`` (``Outer.Inner`` included).
+
+    >>> mermaid_id("Fix.Draft")
+    's_Fix_Draft'
+    """
     return "s_" + "".join(c if c.isalnum() else "_" for c in name)
 
 
@@ -61,7 +66,7 @@ def _escape_mermaid(text: str) -> str:
 def to_mermaid(flow: Flow) -> str:
     """A Mermaid ``flowchart`` of the flow (paste into any Markdown renderer); a subflow is a
     ``subgraph`` with its own start marker, states and rules."""
-    lines = ["flowchart TD", f"    start(( )) --> {_mermaid_id(flow.initial)}"]
+    lines = ["flowchart TD", f"    start(( )) --> {mermaid_id(flow.initial)}"]
     _mermaid_body(flow, "", "    ", lines)
     return "\n".join(lines) + "\n"
 
@@ -74,18 +79,18 @@ def _mermaid_body(flow: Flow, prefix: str, indent: str, lines: list[str]) -> Non
         inner = flow.states[name].subflow
         if inner is not None:
             # the subgraph is the state: parent edges attach to it, its start marker enters it
-            lines.append(f'{indent}subgraph {_mermaid_id(full)}["{label}"]')
+            lines.append(f'{indent}subgraph {mermaid_id(full)}["{label}"]')
             lines.append(f"{indent}    direction TB")
-            entry = _mermaid_id(f"{full}.{inner.initial}")
-            lines.append(f"{indent}    {_mermaid_id(full + '.__start')}(( )) --> {entry}")
+            entry = mermaid_id(f"{full}.{inner.initial}")
+            lines.append(f"{indent}    {mermaid_id(full + '.__start')}(( )) --> {entry}")
             _mermaid_body(inner, f"{full}.", indent + "    ", lines)
             lines.append(f"{indent}end")
             continue
         shape = f'(["{label}"])' if data["final"] else f'["{label}"]'
-        lines.append(f"{indent}{_mermaid_id(full)}{shape}")
+        lines.append(f"{indent}{mermaid_id(full)}{shape}")
     for src, dst, data in g.edges(data=True):
         cond = _escape_mermaid(f"{data['priority']}. {data['condition']}")
-        lines.append(f'{indent}{_mermaid_id(prefix + src)} -->|"{cond}"| {_mermaid_id(prefix + dst)}')
+        lines.append(f'{indent}{mermaid_id(prefix + src)} -->|"{cond}"| {mermaid_id(prefix + dst)}')
 
 
 def _dot_quote(text: str) -> str:

@@ -105,11 +105,12 @@ def _register(app: typer.Typer, plugins: LoadedPlugins, console: Console) -> Non
 
         typer.echo(__version__)
 
-    from stateflow.cli import flows, llm, spec
+    from stateflow.cli import flows, llm, spec, verify
 
     flows.register(app, lambda: named_flows(plugins.plugins))
     llm.register(app)
     spec.register(app)
+    verify.register(app, lambda: named_flows(plugins.plugins))
     for plugin in plugins.plugins:
         if plugin.register is not None:
             plugin.register(app)

@@ -278,6 +278,35 @@ CELLS = [
     Cell("spec", "a directory", _w("spec", "show", "{folder}"), _w("folder")),
     Cell("spec", "not UTF-8", _w("spec", "show", "{binary}"), _w("binary.bin")),
     Cell("spec", "wrong format", _w("spec", "show", "{flow}"), _w("flows.py")),
+    Cell("verify", "flow file missing", _w("verify", "{root}/nope.py:FLOW", "--spec", "chat-bot"), _w("nope.py")),
+    Cell("verify", "spec missing", _w("verify", "{flow}:FLOW", "--spec", "{root}/none.lisp"), _w("none.lisp")),
+    Cell("verify", "spec a directory", _w("verify", "{flow}:FLOW", "--spec", "{folder}"), _w("folder", "directory")),
+    Cell("verify", "spec not UTF-8", _w("verify", "{flow}:FLOW", "--spec", "{binary}"), _w("binary.bin", "UTF-8")),
+    Cell("verify", "spec wrong format", _w("verify", "{flow}:FLOW", "--spec", "{flow}"), _w("flows.py")),
+    Cell("verify", "--bound zero", _w("verify", "{flow}:FLOW", "--spec", "chat-bot", "--bound", "0"), _w("--bound")),
+    Cell(
+        "verify", "--bound negative", _w("verify", "{flow}:FLOW", "--spec", "chat-bot", "--bound", "-3"), _w("--bound")
+    ),
+    Cell(
+        "verify",
+        "--map malformed",
+        _w("verify", "{flow}:FLOW", "--spec", "chat-bot", "--map", "Ask"),
+        _w("--map", "Ask"),
+    ),
+    Cell("verify", "state the spec lacks", _w("verify", "{flow}:FLOW", "--spec", "chat-bot"), _w("'Ask'", "--map")),
+    Cell(
+        "verify",
+        "--records missing",
+        _w("verify", "--records", "{root}/none.jsonl", "--spec", "chat-bot"),
+        _w("none.jsonl"),
+    ),
+    Cell(
+        "verify", "--records not UTF-8", _w("verify", "--records", "{binary}", "--spec", "chat-bot"), _w("binary.bin")
+    ),
+    Cell(
+        "verify", "--records wrong format", _w("verify", "--records", "{text}", "--spec", "chat-bot"), _w("text.txt:1")
+    ),
+    Cell("verify", "--records empty folder", _w("verify", "--records", "{folder}", "--spec", "chat-bot"), _w("folder")),
     Cell("llm", "unknown profile", _w("llm", "serve", "no-such-model"), _w("no-such-model")),
     Cell("llm", "port out of range", _w("llm", "serve", "local-small", "--port", "70000"), _w("--port", "65535")),
     Cell("llm", "port taken", _w("llm", "serve", "local-small", "--port", "{port}"), _w("{port}", "in use")),

@@ -120,7 +120,7 @@ def test_the_check_sees_lazy_and_from_imports(tmp_path: Path) -> None:
 
 
 def test_core_cli_commands_are_the_core_ones_and_plugins_add_the_rest() -> None:
-    # The core registers graph/validate/llm/spec/version itself; run/report/demo/data come from
+    # The core registers graph/validate/llm/spec/verify/version itself; run/report/demo/data come from
     # the application's entry point (declared in pyproject.toml, loaded by the installed metadata).
     import tomllib
 
@@ -132,6 +132,7 @@ def test_core_cli_commands_are_the_core_ones_and_plugins_add_the_rest() -> None:
     assert loaded.errors == ()
     assert [p.name for p in loaded.plugins] == ["stateflow.tasks"]
     core = (ROOT / "stateflow" / "cli").glob("*.py")
-    # reference: no command, the site's CLI page written from the command tree (issue 48)
+    # reference: no command, the site's CLI page written from the command tree (issue 48);
     # inputs: no command, the checks of paths and ports every command shares (issue 57)
-    assert {p.stem for p in core} == {"__init__", "flows", "inputs", "llm", "main", "plugins", "reference", "spec"}
+    commands = {"flows", "llm", "spec", "verify"}
+    assert {p.stem for p in core} == {"__init__", "inputs", "main", "plugins", "reference", *commands}

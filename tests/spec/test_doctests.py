@@ -16,6 +16,11 @@ MODULES = [
     "stateflow.spec.render",
     "stateflow.spec.segment",
     "stateflow.spec.unenforced",
+    "stateflow.spec.verify",
+    "stateflow.spec.replay",
+    "stateflow.spec.records",
+    "stateflow.spec.observer",
+    "stateflow.cli.verify",
     "stateflow.scoring",
 ]
 
