@@ -4,6 +4,7 @@
 Usage::
 
     .venv/bin/python scripts/bench_live.py [--part all|events|asyncio|floor|serve|soak|ttft] [--runs 50]
+    .venv/bin/python scripts/bench_live.py --part serve --postgres auto --servers 2   # docs/deploy.md
         [--latency 0.2] [--clients 50] [--requests 500] [--model local-small] [--json FILE]
         [--soak-runs 5000] [--soak-clients 8] [--soak-warmup 500] [--soak-a2a-every 5]
         [--soak-max-finished-tasks N]
