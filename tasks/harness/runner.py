@@ -52,6 +52,7 @@ from stateflow.tasks.kit.selection import TaskSelection, select_tasks
 from stateflow import ModelAssignment, ModelProfile
 from stateflow.backends.http import HttpClients
 from stateflow.backends.scripted import ScriptedLLM
+from stateflow.cli.inputs import output_dir
 from stateflow.errors import ConfigError
 
 __all__ = [
@@ -70,13 +71,8 @@ __all__ = [
 
 def _check_out_dir(out: Path) -> None:
     """Refuse a results directory that is (or lies under) an existing file, before anything is
-    written: otherwise ``mkdir`` fails later with a raw ``FileExistsError``."""
-    for p in (out, *out.parents):
-        if p.exists():
-            if not p.is_dir():
-                what = "is an existing file" if p == out else f"lies under {str(p)!r}, an existing file"
-                raise ValueError(f"--out {str(out)!r} {what}; give a directory for the results")
-            return
+    written: the command line's own check, for callers that come through Python."""
+    output_dir(out, "--out", create=False)
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ def project(tmp_path: Path) -> Path:
         (("--config", "configs"), "error: configs: is a directory, not a config file (give the file inside it)"),
         (
             ("--policy", "oracle", "--out", "existing.txt"),
-            "error: --out 'existing.txt' is an existing file; give a directory for the results",
+            "error: --out existing.txt: is a file, not a directory; give a directory (it is created if missing)",
         ),
         (
             ("--policy", "oracle", "--tasks", "1,,2", "--out", "fresh"),
